@@ -1,0 +1,36 @@
+# The two commands a new machine needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DEMO   ?= build/demo
+
+.PHONY: setup demo test lint format clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+demo: setup
+	rm -rf $(DEMO)
+	$(BIN)/medallion generate --landing $(DEMO)/landing --events 5000 --files 8 --seed 7
+	$(BIN)/medallion run --landing $(DEMO)/landing --lake $(DEMO)/lake
+	$(BIN)/medallion show --lake $(DEMO)/lake --layer gold
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+format: setup
+	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks
+
+clean:
+	rm -rf build .pytest_cache spark-warehouse metastore_db derby.log

@@ -1,0 +1,1 @@
+"""medallion: a streaming lakehouse on Delta Lake."""

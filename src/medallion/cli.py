@@ -1,0 +1,154 @@
+"""The ``medallion`` command line: thin argument parsing over the package's modules."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from medallion.config import Config, ConfigError
+
+log = logging.getLogger("medallion")
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be zero or more")
+    return value
+
+
+def _add_lake(parser: argparse.ArgumentParser, landing: bool) -> None:
+    if landing:
+        parser.add_argument("--landing", required=True, help="folder where input files land")
+    parser.add_argument("--lake", required=True, help="folder holding the Delta tables and checkpoints")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="medallion", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="write synthetic input files with faults")
+    gen.add_argument("--landing", required=True)
+    gen.add_argument("--events", type=_positive_int, default=1000)
+    gen.add_argument("--customers", type=_positive_int, default=200)
+    gen.add_argument("--files", type=_positive_int, default=4)
+    gen.add_argument("--seed", type=int, default=42)
+    gen.add_argument("--duplicate-rate", type=float, default=0.05)
+    gen.add_argument("--late-rate", type=float, default=0.05)
+    gen.add_argument("--invalid-rate", type=float, default=0.04)
+    gen.add_argument("--malformed-rate", type=float, default=0.02)
+
+    run = sub.add_parser("run", help="process landed input through bronze, silver and gold")
+    _add_lake(run, landing=True)
+    run.add_argument("--stream", action="store_true", help="keep running until SIGINT/SIGTERM")
+    run.add_argument("--interval", type=float, default=5.0, help="seconds between micro-batches with --stream")
+    run.add_argument("--max-files-per-trigger", type=int, default=None, help="landing files per micro-batch")
+
+    show = sub.add_parser("show", help="print tables of the lake")
+    show.add_argument("--lake", required=True)
+    show.add_argument("--layer", choices=("bronze", "silver", "gold"), default="gold")
+    show.add_argument("--rows", type=int, default=20)
+    return parser
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from medallion.generate import FaultRates, generate
+
+    faults = FaultRates(
+        duplicate=args.duplicate_rate,
+        late=args.late_rate,
+        invalid=args.invalid_rate,
+        malformed=args.malformed_rate,
+    )
+    written = generate(args.landing, args.events, args.customers, args.files, args.seed, faults)
+    for dataset, paths in written.items():
+        print(f"{dataset}: {len(paths)} files in {args.landing}/{dataset}")
+    return 0
+
+
+def _install_stop_handlers(stop: threading.Event) -> None:
+    def request_stop(signum: int, _frame: object) -> None:
+        log.info("received %s: stopping after the batches in flight", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from medallion.session import get_spark
+    from medallion.streams.runner import run_available_now, run_streaming
+
+    config = Config(
+        landing=os.path.abspath(args.landing),
+        lake=os.path.abspath(args.lake),
+        trigger_interval_seconds=args.interval,
+        max_files_per_trigger=args.max_files_per_trigger,
+    )
+    stop = threading.Event()
+    if args.stream:
+        _install_stop_handlers(stop)
+    spark = get_spark()
+    if args.stream:
+        _install_stop_handlers(stop)  # pyspark installs its own SIGINT handler with the context
+        report = run_streaming(spark, config, stop)
+    else:
+        report = run_available_now(spark, config)
+    print(report.render())
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from medallion.session import get_spark
+    from medallion.tables import read_table, table_exists
+
+    config = Config(landing=os.path.abspath(args.lake), lake=os.path.abspath(args.lake))
+    spark = get_spark()
+    for table in config.tables():
+        if table.layer != args.layer or not table_exists(spark, table):
+            continue
+        df = read_table(spark, table)
+        print(f"\n== {table.key} ({df.count()} rows)")
+        order = [c for c in ("window_start", "product_id", "event_timestamp") if c in df.columns]
+        df.orderBy(*order).show(args.rows, truncate=False)
+    return 0
+
+
+COMMANDS = {"generate": _cmd_generate, "run": _cmd_run, "show": _cmd_show}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``medallion`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        return COMMANDS[args.command](args)
+    except (ConfigError, OSError) as error:
+        print(f"medallion {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - the top level turns any failure into a message
+        from medallion.streams.runner import PipelineError, _short
+
+        if args.verbose or not isinstance(error, PipelineError):
+            log.debug("failure", exc_info=True)
+        message = str(error) if isinstance(error, PipelineError) else f"{type(error).__name__}: {_short(error)}"
+        print(f"medallion {args.command}: failed: {message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

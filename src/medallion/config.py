@@ -1,0 +1,182 @@
+"""One configuration object: where every table and checkpoint lives, and how streams run.
+
+Locally tables are path-based Delta tables under ``<lake>/<layer>/<table>`` and are also
+registered by name (``medallion.bronze_events``) in the session catalog. On Databricks the
+same tables are Unity Catalog names (``<catalog>.<schema>.bronze_events``) and checkpoints
+live under a Volume. Changing where a table lives touches this module only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+
+FileSourceKind = Literal["files", "autoloader"]
+
+
+class ConfigError(ValueError):
+    """A configuration value is unusable; the message says which and why."""
+
+
+def validate_identifier(value: str, what: str = "identifier") -> str:
+    """Return ``value`` if it is a plain SQL identifier, else raise :class:`ConfigError`.
+
+    Only ``[A-Za-z_][A-Za-z0-9_]*`` is accepted, so quotes, backticks, semicolons, dots and
+    whitespace can never reach SQL text.
+
+    >>> validate_identifier("silver_events")
+    'silver_events'
+    """
+    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
+        raise ConfigError(
+            f"invalid {what} {value!r}: use letters, digits and underscores, not starting with a digit"
+        )
+    return value
+
+
+def quote_identifier(*parts: str) -> str:
+    """Validate each part and join them as a backtick-quoted, dot-separated SQL name."""
+    return ".".join(f"`{validate_identifier(p)}`" for p in parts)
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """Where one table lives: a path (local) and/or a catalog name (always)."""
+
+    layer: str
+    name: str
+    path: str | None
+    qualified_name: str
+
+    @property
+    def key(self) -> str:
+        """The table's key in the contract, for example ``silver/events``."""
+        return f"{self.layer}/{self.name}"
+
+    @property
+    def sql_name(self) -> str:
+        """A SQL reference to the table: ``delta.`path``` locally, the catalog name otherwise."""
+        if self.path is not None:
+            return f"delta.`{self.path}`"
+        return self.qualified_name
+
+
+@dataclass(frozen=True)
+class DeltaSourceOptions:
+    """Options of every Delta-to-Delta stream (see the Delta streaming documentation)."""
+
+    starting_version: int | str | None = None
+    starting_timestamp: str | None = None
+    max_files_per_trigger: int | None = None
+    max_bytes_per_trigger: str | None = None
+    # MERGE and maintenance rewrite files upstream; skipping those commits keeps readers alive.
+    skip_change_commits: bool = True
+    with_event_time_order: bool = False
+
+    def as_options(self) -> dict[str, str]:
+        """The non-default options as ``DataStreamReader.option`` pairs."""
+        if self.starting_version is not None and self.starting_timestamp is not None:
+            raise ConfigError("set startingVersion or startingTimestamp, not both")
+        options: dict[str, str] = {}
+        if self.starting_version is not None:
+            options["startingVersion"] = str(self.starting_version)
+        if self.starting_timestamp is not None:
+            options["startingTimestamp"] = self.starting_timestamp
+        if self.max_files_per_trigger is not None:
+            options["maxFilesPerTrigger"] = str(self.max_files_per_trigger)
+        if self.max_bytes_per_trigger is not None:
+            options["maxBytesPerTrigger"] = str(self.max_bytes_per_trigger)
+        if self.skip_change_commits:
+            options["skipChangeCommits"] = "true"
+        if self.with_event_time_order:
+            options["withEventTimeOrder"] = "true"
+        return options
+
+
+# Every table of the contract: key -> (layer, name).
+TABLES: dict[str, tuple[str, str]] = {
+    "bronze/events": ("bronze", "events"),
+    "silver/events": ("silver", "events"),
+    "silver/events_quarantine": ("silver", "events_quarantine"),
+    "gold/hourly_product_metrics": ("gold", "hourly_product_metrics"),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Names, paths, sources and triggers for one deployment of the pipeline.
+
+    >>> cfg = Config(landing="/tmp/landing", lake="/tmp/lake")
+    >>> cfg.table("silver/events").path
+    '/tmp/lake/silver/events'
+    >>> cfg.checkpoint("silver_events")
+    '/tmp/lake/_checkpoints/silver_events'
+    """
+
+    landing: str
+    lake: str
+    catalog: str | None = None
+    schema: str = "medallion"
+    checkpoint_root: str | None = None
+    file_source: FileSourceKind = "files"
+    max_files_per_trigger: int | None = None
+    delta_source: DeltaSourceOptions = field(default_factory=DeltaSourceOptions)
+    trigger_interval_seconds: float = 5.0
+    # How long to wait for in-flight batches when a streaming run is asked to stop.
+    stop_timeout_seconds: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.catalog is not None:
+            validate_identifier(self.catalog, "catalog")
+        validate_identifier(self.schema, "schema")
+        for key in ("landing", "lake"):
+            value = getattr(self, key)
+            if not value or not isinstance(value, str):
+                raise ConfigError(f"{key} must be a non-empty path")
+        object.__setattr__(self, "landing", self.landing.rstrip("/") or "/")
+        object.__setattr__(self, "lake", self.lake.rstrip("/") or "/")
+        if self.trigger_interval_seconds <= 0:
+            raise ConfigError("the trigger interval must be positive")
+
+    @property
+    def uses_unity_catalog(self) -> bool:
+        """True when tables are Unity Catalog names rather than paths."""
+        return self.catalog is not None
+
+    def with_options(self, **changes: object) -> Config:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    def table(self, key: str) -> TableRef:
+        """The :class:`TableRef` of a contract table, for example ``table("silver/events")``."""
+        try:
+            layer, name = TABLES[key]
+        except KeyError:
+            known = ", ".join(sorted(TABLES))
+            raise ConfigError(f"unknown table {key!r}; known tables: {known}") from None
+        flat_name = validate_identifier(f"{layer}_{name}", "table")
+        if self.uses_unity_catalog:
+            assert self.catalog is not None
+            return TableRef(layer, name, None, quote_identifier(self.catalog, self.schema, flat_name))
+        return TableRef(layer, name, f"{self.lake}/{layer}/{name}", quote_identifier(self.schema, flat_name))
+
+    def tables(self) -> list[TableRef]:
+        """Every table of the contract, upstream first."""
+        return [self.table(key) for key in TABLES]
+
+    def landing_dir(self, dataset: str) -> str:
+        """The landing folder of one input dataset (``events`` or ``customers``)."""
+        return f"{self.landing}/{validate_identifier(dataset, 'dataset')}"
+
+    def checkpoint(self, stream_name: str) -> str:
+        """The checkpoint folder of one named stream; one per stream, never shared."""
+        root = self.checkpoint_root or f"{self.lake}/_checkpoints"
+        return f"{root.rstrip('/')}/{validate_identifier(stream_name, 'stream name')}"
+
+    def schema_location(self, stream_name: str) -> str:
+        """Where Auto Loader keeps the inferred schema of one stream (Databricks only)."""
+        root = self.checkpoint_root or f"{self.lake}/_checkpoints"
+        return f"{root.rstrip('/')}/_schemas/{validate_identifier(stream_name, 'stream name')}"

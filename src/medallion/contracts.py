@@ -1,0 +1,193 @@
+"""Input contracts: fields, types, validity rules and quarantine reasons, in one place.
+
+A JSON line is parsed with Spark's ``try_parse_json`` into a VARIANT, which keeps the JSON
+type of every value. That lets the rules tell ``"revenue": 12.5`` from ``"revenue": "12.5"``,
+a missing field from an explicit ``null``, and an object from an array or a scalar.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+EVENT_TYPES = ("view", "add_to_cart", "purchase")
+
+# ISO-8601 with seconds, an optional fraction of any precision and a mandatory zone.
+TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"
+
+# A date-time that would be valid but for its missing zone: ambiguous, so invalid.
+NO_ZONE_PATTERN = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$"
+
+# Money is exact: DECIMAL(18, 4). A revenue with more decimals or a larger magnitude is
+# quarantined rather than silently rounded.
+REVENUE_TYPE = "decimal(18,4)"
+REVENUE_SUM_TYPE = "decimal(28,4)"
+
+# Java's \s, spelled out so that the plain-Python oracle in the tests can use the same class.
+BLANK_PATTERN = r"^[ \t\n\x0B\f\r]*$"
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    """One input field: its name, JSON kind and whether it must be present."""
+
+    name: str
+    kind: str  # "string", "number" or "timestamp"
+    required: bool
+
+
+EVENT_FIELDS: tuple[FieldRule, ...] = (
+    FieldRule("event_id", "string", True),
+    FieldRule("event_type", "string", True),
+    FieldRule("user_id", "string", True),
+    FieldRule("product_id", "string", True),
+    FieldRule("category", "string", False),
+    FieldRule("revenue", "number", False),
+    FieldRule("event_timestamp", "timestamp", True),
+)
+
+
+def strip_bom(raw: Column) -> Column:
+    """The line without a leading UTF-8 byte-order mark."""
+    return F.regexp_replace(raw, "^\ufeff", "")
+
+
+def parse_json_line(raw: Column) -> Column:
+    """The line as a VARIANT, or NULL when it is not valid JSON."""
+    return F.try_parse_json(strip_bom(raw))
+
+
+def json_field(doc: Column, name: str) -> Column:
+    """The VARIANT value of one top-level field (SQL NULL when absent)."""
+    return F.try_variant_get(doc, f"$.{name}", "variant")
+
+
+def json_kind(value: Column) -> Column:
+    """The JSON kind of a VARIANT value: string, number, boolean, null, object, array."""
+    schema = F.schema_of_variant(value)
+    return (
+        F.when(value.isNull(), F.lit(None))
+        .when(schema == "STRING", F.lit("string"))
+        .when(schema.isin("BIGINT", "INT", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT"), F.lit("number"))
+        .when(schema.startswith("DECIMAL"), F.lit("number"))
+        .when(schema == "BOOLEAN", F.lit("boolean"))
+        .when(schema == "VOID", F.lit("null"))
+        .when(schema.startswith("OBJECT"), F.lit("object"))
+        .when(schema.startswith("ARRAY"), F.lit("array"))
+        .otherwise(F.lower(schema))
+    )
+
+
+def as_string(value: Column) -> Column:
+    """A VARIANT scalar as text (JSON text for objects and arrays), NULL for JSON null."""
+    return F.try_variant_get(value, "$", "string")
+
+
+def is_blank(text: Column) -> Column:
+    """True when the text is empty or only whitespace."""
+    return text.rlike(BLANK_PATTERN)
+
+
+def revenue_amount(value: Column) -> Column:
+    """The revenue as DECIMAL(18,4) when it fits exactly, else NULL."""
+    return F.try_variant_get(value, "$", REVENUE_TYPE)
+
+
+def revenue_is_exact(value: Column) -> Column:
+    """True when the JSON number fits DECIMAL(18,4) with no rounding."""
+    amount = revenue_amount(value)
+    as_double = F.try_variant_get(value, "$", "double")
+    is_decimal = F.schema_of_variant(value) != "DOUBLE"
+    exact_decimal = F.try_variant_get(value, "$", "decimal(38,18)") == amount.cast("decimal(38,18)")
+    exact_double = as_double == amount.cast("double")
+    return amount.isNotNull() & F.when(is_decimal, exact_decimal).otherwise(exact_double)
+
+
+def parse_event_timestamp(text: Column) -> Column:
+    """The timestamp (UTC) when the text is ISO-8601 with a zone, else NULL."""
+    return F.when(text.rlike(TIMESTAMP_PATTERN), F.try_to_timestamp(text))
+
+
+def _check(condition: Column, message: Column | str) -> Column:
+    """The message when the condition holds (a failed rule), else NULL."""
+    return F.when(condition, message if isinstance(message, Column) else F.lit(message))
+
+
+def _field_checks(doc: Column, rule: FieldRule) -> list[Column]:
+    value = json_field(doc, rule.name)
+    kind = json_kind(value)
+    missing = value.isNull() | (kind == "null")
+    checks: list[Column] = []
+    if rule.required:
+        checks.append(_check(missing, f"missing field: {rule.name}"))
+    expected = "number" if rule.kind == "number" else "string"
+    wrong_type = ~missing & (kind != expected)
+    checks.append(
+        _check(wrong_type, F.concat(F.lit(f"{rule.name} must be a {expected}, got "), kind))
+    )
+    text = as_string(value)
+    well_typed = ~missing & (kind == expected)
+    if rule.kind == "string" and rule.required:
+        checks.append(_check(well_typed & is_blank(text), f"{rule.name} is empty"))
+    if rule.kind == "timestamp":
+        parsed = parse_event_timestamp(text)
+        no_zone = text.rlike(NO_ZONE_PATTERN)
+        checks.append(_check(well_typed & no_zone, f"{rule.name} has no time zone"))
+        checks.append(
+            _check(
+                well_typed & ~no_zone & parsed.isNull(),
+                F.concat(
+                    F.lit(f"{rule.name} is not an ISO-8601 timestamp with a zone: "),
+                    F.substring(text, 1, 64),
+                ),
+            )
+        )
+    if rule.kind == "number":
+        as_double = F.try_variant_get(value, "$", "double")
+        not_finite = as_double.isNull() | F.isnan(as_double) | (F.abs(as_double) == float("inf"))
+        checks.append(_check(well_typed & not_finite, f"{rule.name} is not a finite number"))
+        checks.append(_check(well_typed & ~not_finite & (as_double < 0), f"{rule.name} is negative"))
+        checks.append(
+            _check(
+                well_typed & ~not_finite & (as_double >= 0) & ~revenue_is_exact(value),
+                f"{rule.name} does not fit {REVENUE_TYPE} (at most 14 integer and 4 decimal digits)",
+            )
+        )
+    return checks
+
+
+def event_reason(raw: Column, doc: Column) -> Column:
+    """Why a raw event line is not a valid event, or NULL when it is valid.
+
+    ``doc`` is ``parse_json_line(raw)``, computed once by the caller. Every failed rule is
+    listed, separated by ``"; "``, so a record with a missing user and a string revenue says both.
+    """
+    body = F.trim(strip_bom(raw))
+    keys = F.json_object_keys(strip_bom(raw))
+    not_json = doc.isNull()
+    top_kind = json_kind(doc)
+    structural = (
+        F.when(
+            not_json & keys.isNotNull() & (F.size(keys) != F.size(F.array_distinct(keys))),
+            F.lit("malformed JSON: duplicate key in object"),
+        )
+        .when(not_json, F.lit("malformed JSON: not parseable"))
+        .when(~body.startswith("{"), F.concat(F.lit("not a JSON object: got "), top_kind))
+    )
+    event_type = as_string(json_field(doc, "event_type"))
+    type_kind = json_kind(json_field(doc, "event_type"))
+    revenue = json_field(doc, "revenue")
+    revenue_missing = revenue.isNull() | (json_kind(revenue) == "null")
+    known_type = event_type.isin(*EVENT_TYPES)
+    content = [c for rule in EVENT_FIELDS for c in _field_checks(doc, rule)]
+    content.append(
+        _check(
+            (type_kind == "string") & ~is_blank(event_type) & ~known_type,
+            F.concat(F.lit("unknown event_type: "), F.substring(event_type, 1, 64)),
+        )
+    )
+    content.append(_check((event_type == "purchase") & revenue_missing, "purchase without revenue"))
+    content_reason = F.array_join(F.array_compact(F.array(*content)), "; ")
+    return F.coalesce(structural, F.nullif(content_reason, F.lit("")))

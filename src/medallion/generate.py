@@ -1,0 +1,209 @@
+"""Synthetic input with fault knobs: duplicates, late events, invalid and malformed records.
+
+Files land atomically: each is written under a hidden name (``.name.tmp``) and then renamed,
+so a running stream never reads half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+EVENT_WEIGHTS = (("view", 0.70), ("add_to_cart", 0.20), ("purchase", 0.10))
+CATEGORIES = ("books", "games", "garden", "kitchen", "music", "toys")
+COUNTRIES = ("DE", "FR", "GB", "IN", "JP", "US")
+SEGMENTS = ("consumer", "smb", "enterprise")
+BASE_TIME = datetime(2026, 11, 20, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class FaultRates:
+    """The share of generated records that are re-sent, late, invalid or malformed."""
+
+    duplicate: float = 0.05
+    late: float = 0.05
+    invalid: float = 0.04
+    malformed: float = 0.02
+    blank_lines: float = 0.01
+    extra_fields: float = 0.05
+    crlf_files: float = 0.25
+    empty_file: bool = True
+
+
+def _iso(ts: datetime, rng: random.Random) -> str:
+    """An ISO-8601 timestamp with a random fraction precision and zone style."""
+    style = rng.randrange(4)
+    if style == 0:
+        return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if style == 1:
+        return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+    offset = timedelta(hours=rng.choice((-8, -5, 1, 5)), minutes=rng.choice((0, 30)))
+    local = ts.astimezone(timezone(offset))
+    fraction = f".{local.microsecond:06d}" if style == 2 else ""
+    sign = "+" if offset >= timedelta(0) else "-"
+    minutes = int(abs(offset).total_seconds() // 60)
+    return local.strftime("%Y-%m-%dT%H:%M:%S") + fraction + f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def _event(rng: random.Random, n: int, seed: int, users: int, products: int, late: bool) -> dict:
+    kinds, weights = zip(*EVENT_WEIGHTS)
+    event_type = rng.choices(kinds, weights)[0]
+    ts = BASE_TIME + timedelta(seconds=rng.randrange(48 * 3600), microseconds=rng.randrange(10**6))
+    if late:
+        ts -= timedelta(days=rng.randint(1, 30), hours=rng.randrange(24))
+    record = {
+        "event_id": f"e-{seed}-{n:08d}",
+        "event_type": event_type,
+        "user_id": f"c{rng.randrange(users):05d}",
+        "product_id": f"p{rng.randrange(products):04d}",
+        "event_timestamp": _iso(ts, rng),
+    }
+    if rng.random() < 0.9:
+        record["category"] = rng.choice(CATEGORIES)
+    if event_type == "purchase":
+        record["revenue"] = round(rng.uniform(1, 500), 2)
+    return record
+
+
+# Each function breaks one rule of the contract; the list is the invalid-record knob.
+_INVALID_MUTATIONS = (
+    lambda r: r.pop("user_id"),
+    lambda r: r.pop("event_id"),
+    lambda r: r.update(event_type="refund"),
+    lambda r: r.update(revenue=str(r.get("revenue", "12.50"))),
+    lambda r: r.update(event_timestamp=r["event_timestamp"][:19]),
+    lambda r: r.update(event_timestamp="yesterday"),
+    lambda r: r.update(product_id=""),
+    lambda r: r.update(user_id=12345),
+    lambda r: r.update(event_type="purchase", revenue=None),
+    lambda r: r.update(event_type="purchase", revenue=-5),
+)
+
+_MALFORMED = (
+    lambda line: line[: max(1, len(line) // 2)],
+    lambda line: line.replace('":', '"', 1),
+    lambda line: "not json at all",
+    lambda line: "[" + line + "]",
+    lambda line: line + "}",
+)
+
+
+def generate_event_lines(
+    events: int, seed: int, users: int = 200, products: int = 50, faults: FaultRates | None = None
+) -> Iterator[str]:
+    """The JSON lines of ``events`` generated events (plus re-sent duplicates), in order."""
+    faults = faults or FaultRates()
+    rng = random.Random(seed)
+    sent: list[str] = []
+    for n in range(events):
+        record = _event(rng, n, seed, users, products, late=rng.random() < faults.late)
+        if rng.random() < faults.extra_fields:
+            record["client"] = {"app": "web", "version": rng.randint(1, 9)}
+            record["session_id"] = str(uuid.UUID(int=rng.getrandbits(128)))
+        roll = rng.random()
+        if roll < faults.invalid:
+            rng.choice(_INVALID_MUTATIONS)(record)
+            line = json.dumps(record)
+        elif roll < faults.invalid + faults.malformed:
+            line = rng.choice(_MALFORMED)(json.dumps(record))
+        else:
+            line = json.dumps(record)
+            sent.append(line)
+        yield line
+        if sent and rng.random() < faults.duplicate:
+            yield rng.choice(sent)
+        if rng.random() < faults.blank_lines:
+            yield ""
+
+
+def generate_customer_lines(customers: int, seed: int) -> Iterator[str]:
+    """Customer change records: inserts, updates and deletes, shuffled and partly duplicated."""
+    rng = random.Random(seed + 1)
+    changes: list[dict] = []
+    for c in range(customers):
+        customer_id = f"c{c:05d}"
+        sequence = rng.randint(1, 5)
+        state = {
+            "customer_id": customer_id,
+            "name": f"Customer {c}",
+            "email": f"customer{c}@example.com",
+            "country": rng.choice(COUNTRIES),
+            "segment": rng.choice(SEGMENTS),
+        }
+        ts = BASE_TIME - timedelta(days=60) + timedelta(minutes=c)
+        changes.append({**state, "operation": "INSERT", "sequence_num": sequence, "updated_at": _iso(ts, rng)})
+        for _ in range(rng.choice((0, 0, 1, 2, 3))):
+            sequence += rng.randint(1, 3)
+            ts += timedelta(hours=rng.randint(1, 200))
+            operation = "DELETE" if rng.random() < 0.15 else "UPDATE"
+            if operation == "UPDATE":
+                state = {**state, "country": rng.choice(COUNTRIES), "segment": rng.choice(SEGMENTS)}
+            changes.append({**state, "operation": operation, "sequence_num": sequence, "updated_at": _iso(ts, rng)})
+    rng.shuffle(changes)
+    lines = [json.dumps(change) for change in changes]
+    lines += [rng.choice(lines) for _ in range(len(lines) // 20)]
+    invalid = [
+        {"name": "no key", "operation": "INSERT", "sequence_num": 1, "updated_at": "2026-11-01T00:00:00Z"},
+        {"customer_id": "c99999", "operation": "UPSERT", "sequence_num": 1, "updated_at": "2026-11-01T00:00:00Z"},
+        {"customer_id": "c99998", "operation": "UPDATE", "sequence_num": "7", "updated_at": "2026-11-01T00:00:00Z"},
+        {"customer_id": "c99997", "operation": "UPDATE", "updated_at": "2026-11-01T00:00:00Z"},
+    ]
+    lines += [json.dumps(record) for record in invalid] + ['{"customer_id": "c0000']
+    rng.shuffle(lines)
+    return iter(lines)
+
+
+def write_file_atomically(directory: str, name: str, lines: list[str], crlf: bool = False) -> str:
+    """Write ``lines`` to ``directory/name`` via a hidden temp file and a rename."""
+    os.makedirs(directory, exist_ok=True)
+    final = os.path.join(directory, name)
+    temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    ending = "\r\n" if crlf else "\n"
+    with open(temp, "w", encoding="utf-8", newline="") as handle:
+        handle.write("".join(line + ending for line in lines))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, final)
+    return final
+
+
+def _split(lines: list[str], parts: int) -> list[list[str]]:
+    size = -(-len(lines) // parts) if lines else 0
+    return [lines[i * size : (i + 1) * size] for i in range(parts)]
+
+
+def generate(
+    landing: str,
+    events: int = 1000,
+    customers: int = 200,
+    files: int = 4,
+    seed: int = 42,
+    faults: FaultRates | None = None,
+) -> dict[str, list[str]]:
+    """Write events to ``landing/events/`` and customer changes to ``landing/customers/``.
+
+    Returns the written file paths per dataset. File names carry the seed, so several
+    generations with different seeds add new files instead of replacing old ones.
+    """
+    faults = faults or FaultRates()
+    rng = random.Random(seed + 2)
+    written: dict[str, list[str]] = {"events": [], "customers": []}
+    users = max(customers, 1)
+    event_lines = list(generate_event_lines(events, seed, users=users, faults=faults))
+    for i, chunk in enumerate(_split(event_lines, max(files, 1))):
+        crlf = rng.random() < faults.crlf_files
+        name = f"events-{seed}-{i:05d}.json"
+        written["events"].append(write_file_atomically(f"{landing}/events", name, chunk, crlf))
+    if faults.empty_file:
+        written["events"].append(write_file_atomically(f"{landing}/events", f"events-{seed}-empty.json", []))
+    if customers:
+        customer_lines = list(generate_customer_lines(customers, seed))
+        for i, chunk in enumerate(_split(customer_lines, max(1, min(files, 4)))):
+            name = f"customers-{seed}-{i:05d}.json"
+            written["customers"].append(write_file_atomically(f"{landing}/customers", name, chunk))
+    return written

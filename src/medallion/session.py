@@ -1,0 +1,115 @@
+"""get_spark(): the running Databricks session, Databricks Connect, Spark Connect, or local Delta."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+# delta-spark 4.4.1 (PyPI) pairs with Spark 4.2; Maven Central publishes the Spark 4.2 build of
+# the Delta jars as 4.4.0, the newest patch release of that line, so the jar version is pinned.
+DELTA_MAVEN_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+
+LOCAL_SPARK_CONF: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    # A laptop has a couple of cores: few partitions everywhere, no UI, no progress bars.
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.streaming.metricsEnabled": "true",
+    "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "false",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+}
+
+
+def _running_on_databricks() -> bool:
+    return "DATABRICKS_RUNTIME_VERSION" in os.environ
+
+
+def _databricks_connect_configured() -> bool:
+    try:
+        import databricks.connect  # noqa: F401
+    except ImportError:
+        return False
+    keys = ("DATABRICKS_HOST", "DATABRICKS_CONFIG_PROFILE", "DATABRICKS_CLUSTER_ID")
+    keys += ("DATABRICKS_SERVERLESS_COMPUTE_ID",)
+    return any(os.environ.get(k) for k in keys) or os.path.exists(
+        os.path.expanduser("~/.databrickscfg")
+    )
+
+
+def session_kind() -> str:
+    """Which session :func:`get_spark` would build: databricks, databricks-connect, spark-connect, local."""
+    if _running_on_databricks():
+        return "databricks"
+    if _databricks_connect_configured():
+        return "databricks-connect"
+    if os.environ.get("SPARK_REMOTE", "").startswith("sc://"):
+        return "spark-connect"
+    return "local"
+
+
+def local_builder(app_name: str = "medallion", master: str | None = None, extra: dict | None = None):
+    """A SparkSession builder for local delta-spark with small-machine settings."""
+    from pyspark.sql import SparkSession
+
+    packages = [DELTA_MAVEN_PACKAGE, *filter(None, os.environ.get("MEDALLION_EXTRA_PACKAGES", "").split(","))]
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or os.environ.get("MEDALLION_SPARK_MASTER", "local[*]"))
+        .config("spark.jars.packages", ",".join(packages))
+        .config("spark.driver.memory", os.environ.get("MEDALLION_DRIVER_MEMORY", "2g"))
+    )
+    for key, value in {**LOCAL_SPARK_CONF, **(extra or {})}.items():
+        builder = builder.config(key, value)
+    return builder
+
+
+def get_spark(app_name: str = "medallion", master: str | None = None, extra: dict | None = None) -> SparkSession:
+    """Return a SparkSession, choosing in order:
+
+    1. the running session on a Databricks cluster;
+    2. ``DatabricksSession`` when databricks-connect is installed and configured;
+    3. Spark Connect when ``SPARK_REMOTE=sc://...`` is set;
+    4. otherwise local delta-spark (``local[*]``, UTC, few partitions, UI off).
+    """
+    from pyspark.sql import SparkSession
+
+    kind = session_kind()
+    if kind == "databricks":
+        return SparkSession.builder.getOrCreate()
+    if kind == "databricks-connect":
+        from databricks.connect import DatabricksSession
+
+        return DatabricksSession.builder.getOrCreate()
+    if kind == "spark-connect":
+        spark = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).getOrCreate()
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        return spark
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    spark = local_builder(app_name, master, extra).getOrCreate()
+    quiet_spark_logs(spark)
+    return spark
+
+
+def quiet_spark_logs(spark: SparkSession, level: str | None = None) -> None:
+    """Turn Spark's own logging down to warnings (or ``MEDALLION_SPARK_LOG_LEVEL``)."""
+    level = level or os.environ.get("MEDALLION_SPARK_LOG_LEVEL", "WARN")
+    try:
+        spark.sparkContext.setLogLevel(level)
+    except Exception:  # Spark Connect has no SparkContext; the server decides its logging.
+        log.debug("could not set the Spark log level", exc_info=True)

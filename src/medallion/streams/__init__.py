@@ -1,0 +1,1 @@
+"""Stream wiring: sources, sinks, triggers and checkpoints. No business rules live here."""

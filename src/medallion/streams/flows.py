@@ -1,0 +1,152 @@
+"""The named streams of the pipeline, what each reads and writes, and their order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from medallion.config import Config
+from medallion.streams.sinks import (
+    Trigger,
+    append_batch,
+    idempotent_writes,
+    merge_insert_new,
+    merge_upsert,
+    query_id,
+    start_append,
+    start_foreach_batch,
+)
+from medallion.streams.sources import delta_stream, landing_lines
+from medallion.tables import read_table
+from medallion.transforms.bronze import to_bronze
+from medallion.transforms.gold import HOURLY_KEYS, affected_hours, hourly_product_metrics, with_hour_window
+from medallion.transforms.silver import deduplicate_events, quarantined_events, valid_events, validate_events
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One named stream: its query name (also its checkpoint folder), layer, input and outputs."""
+
+    name: str
+    layer: str
+    reads: str
+    writes: tuple[str, ...]
+    start: Callable[[SparkSession, Config, Trigger], StreamingQuery]
+
+
+def _start_bronze_events(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    lines = landing_lines(spark, config, "events")
+    return start_append(
+        to_bronze(lines),
+        config.table("bronze/events"),
+        config.checkpoint("bronze_events"),
+        trigger,
+        "bronze_events",
+    )
+
+
+def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of ``silver_events``: quarantine the invalid, MERGE the new valid.
+
+    Both writes carry ``txnAppId``/``txnVersion``, and the MERGE only inserts unseen
+    ``event_id``s, so replaying a batch after a crash changes nothing.
+    """
+    silver = config.table("silver/events")
+    quarantine = config.table("silver/events_quarantine")
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        validated = validate_events(batch).persist()
+        try:
+            invalid_count = validated.where(F.col("reason").isNotNull()).count()
+            app_id = f"medallion:silver_events:{query_id(spark, checkpoint)}"
+            with idempotent_writes(spark, app_id, batch_id):
+                if invalid_count:
+                    append_batch(quarantined_events(validated), quarantine)
+                merge_insert_new(spark, silver, deduplicate_events(valid_events(validated)), ["event_id"])
+        finally:
+            validated.unpersist()
+
+    return process
+
+
+def _start_silver_events(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    checkpoint = config.checkpoint("silver_events")
+    source = delta_stream(spark, config.table("bronze/events"), config.delta_source)
+    return start_foreach_batch(source, silver_events_batch(config, checkpoint), checkpoint, trigger, "silver_events")
+
+
+def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of ``gold_hourly_product_metrics``.
+
+    The hours and products a batch touches are recomputed from all of silver and MERGEd into
+    gold, so a late event of any age lands in its window and a replay rewrites the same values.
+    """
+    silver = config.table("silver/events")
+    gold = config.table("gold/hourly_product_metrics")
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        keys = affected_hours(batch).persist()
+        try:
+            dates = [row.event_date for row in keys.select("event_date").distinct().collect()]
+            if not dates:
+                return
+            touched = (
+                with_hour_window(read_table(spark, silver).where(F.col("event_date").isin(dates)))
+                .join(F.broadcast(keys.select(*HOURLY_KEYS)), list(HOURLY_KEYS), "left_semi")
+                .drop("window_start")
+            )
+            app_id = f"medallion:gold_hourly_product_metrics:{query_id(spark, checkpoint)}"
+            with idempotent_writes(spark, app_id, batch_id):
+                merge_upsert(spark, gold, hourly_product_metrics(touched), HOURLY_KEYS)
+        finally:
+            keys.unpersist()
+
+    return process
+
+
+def _start_gold_hourly(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    checkpoint = config.checkpoint("gold_hourly_product_metrics")
+    source = delta_stream(spark, config.table("silver/events"), config.delta_source)
+    return start_foreach_batch(
+        source, gold_hourly_batch(config, checkpoint), checkpoint, trigger, "gold_hourly_product_metrics"
+    )
+
+
+FLOWS: tuple[Flow, ...] = (
+    Flow("bronze_events", "bronze", "landing/events", ("bronze/events",), _start_bronze_events),
+    Flow(
+        "silver_events",
+        "silver",
+        "bronze/events",
+        ("silver/events", "silver/events_quarantine"),
+        _start_silver_events,
+    ),
+    Flow(
+        "gold_hourly_product_metrics",
+        "gold",
+        "silver/events",
+        ("gold/hourly_product_metrics",),
+        _start_gold_hourly,
+    ),
+)
+
+LAYERS = ("bronze", "silver", "gold")
+
+
+def flows_by_layer(flows: tuple[Flow, ...] = FLOWS) -> list[tuple[str, list[Flow]]]:
+    """The flows grouped by layer, upstream layers first."""
+    return [(layer, [f for f in flows if f.layer == layer]) for layer in LAYERS]
+
+
+def flow(name: str) -> Flow:
+    """The flow with this query name."""
+    for candidate in FLOWS:
+        if candidate.name == name:
+            return candidate
+    raise KeyError(f"unknown stream {name!r}; known: {', '.join(f.name for f in FLOWS)}")

@@ -1,0 +1,187 @@
+"""Run the flows: layer by layer with available-now triggers, or all at once until stopped."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from medallion.config import Config
+from medallion.streams.flows import FLOWS, Flow, flows_by_layer
+from medallion.streams.sinks import Trigger
+from medallion.tables import delta_table, ensure_tables, read_table, table_exists
+
+log = logging.getLogger(__name__)
+
+
+class PipelineError(RuntimeError):
+    """A stream failed; the message names the stream, its checkpoint and the cause."""
+
+
+@dataclass
+class TableSummary:
+    """What one run did to one table."""
+
+    table: str
+    rows_in: int = 0
+    rows_out: int = 0
+    quarantined: int = 0
+    total_rows: int = 0
+
+
+@dataclass
+class RunReport:
+    """Per-table summary and per-stream batch counts of one run."""
+
+    tables: list[TableSummary] = field(default_factory=list)
+    batches: dict[str, int] = field(default_factory=dict)
+
+    def table(self, key: str) -> TableSummary:
+        """The summary of one table."""
+        return next(t for t in self.tables if t.table == key)
+
+    def render(self) -> str:
+        """A fixed-width text table for the terminal."""
+        header = f"{'table':<32}{'rows in':>10}{'rows out':>10}{'quarantined':>13}{'total rows':>12}"
+        lines = [header, "-" * len(header)]
+        for t in self.tables:
+            lines.append(f"{t.table:<32}{t.rows_in:>10}{t.rows_out:>10}{t.quarantined:>13}{t.total_rows:>12}")
+        return "\n".join(lines)
+
+
+def _short(error: BaseException) -> str:
+    """The first meaningful line of an error, without a JVM stack trace."""
+    text = getattr(error, "desc", None) or str(error)
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("at ", "JVM stacktrace", "===")):
+            return line[:500]
+    return type(error).__name__
+
+
+def describe_failure(flow: Flow, config: Config, error: BaseException) -> PipelineError:
+    """A PipelineError that says which stream failed, where, and why."""
+    return PipelineError(
+        f"stream '{flow.name}' ({flow.reads} -> {', '.join(flow.writes)}) failed; "
+        f"checkpoint {config.checkpoint(flow.name)}: {_short(error)}"
+    )
+
+
+def _versions(spark: SparkSession, config: Config) -> dict[str, int]:
+    out = {}
+    for table in config.tables():
+        if table_exists(spark, table):
+            out[table.key] = delta_table(spark, table).history(1).collect()[0]["version"]
+    return out
+
+
+def _rows_written(spark: SparkSession, config: Config, key: str, since: int) -> int:
+    """Rows inserted or updated in a table by the commits after version ``since``."""
+    rows = delta_table(spark, config.table(key)).history().where(f"version > {int(since)}").collect()
+    total = 0
+    for row in rows:
+        metrics = row["operationMetrics"] or {}
+        if row["operation"] == "MERGE":
+            total += int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))
+        elif row["operation"] in ("WRITE", "STREAMING UPDATE"):
+            total += int(metrics.get("numOutputRows", 0))
+    return total
+
+
+def _summarize(
+    spark: SparkSession, config: Config, before: dict[str, int], queries: dict[str, StreamingQuery]
+) -> RunReport:
+    report = RunReport()
+    rows_in: dict[str, int] = {}
+    for name, query in queries.items():
+        progress = query.recentProgress
+        report.batches[name] = len([p for p in progress if p.numInputRows or p.batchId >= 0])
+        rows_in[name] = sum(p.numInputRows for p in progress)
+    for flow in FLOWS:
+        for key in flow.writes:
+            summary = TableSummary(key, rows_in=rows_in.get(flow.name, 0))
+            summary.rows_out = _rows_written(spark, config, key, before.get(key, -1))
+            summary.total_rows = read_table(spark, config.table(key)).count()
+            report.tables.append(summary)
+    silver, quarantine = report.table("silver/events"), report.table("silver/events_quarantine")
+    silver.quarantined = quarantine.rows_out
+    return report
+
+
+def _prepare(spark: SparkSession, config: Config) -> None:
+    ensure_tables(spark, config)
+    for dataset in ("events",):
+        path = config.landing_dir(dataset)
+        if "://" not in path and not path.startswith("/Volumes/"):
+            os.makedirs(path, exist_ok=True)
+
+
+def run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, ...] = FLOWS) -> RunReport:
+    """Process everything that has landed, layer by layer, and return the run's summary."""
+    _prepare(spark, config)
+    before = _versions(spark, config)
+    trigger = Trigger(available_now=True)
+    finished: dict[str, StreamingQuery] = {}
+    for layer, layer_flows in flows_by_layer(flows):
+        started = []
+        for flow in layer_flows:
+            log.info("starting %s (%s, available now)", flow.name, layer)
+            try:
+                started.append((flow, flow.start(spark, config, trigger)))
+            except PySparkException as error:
+                raise describe_failure(flow, config, error) from error
+        for flow, query in started:
+            try:
+                query.awaitTermination()
+            except PySparkException as error:
+                for _, other in started:
+                    other.stop()
+                raise describe_failure(flow, config, error) from error
+            finished[flow.name] = query
+            log.info("%s done: %d batches", flow.name, len(query.recentProgress))
+    return _summarize(spark, config, before, finished)
+
+
+def _stop_gracefully(query: StreamingQuery, timeout: float) -> None:
+    """Stop a query once its in-flight batch has committed (or after ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    query.stop()
+
+
+def run_streaming(
+    spark: SparkSession, config: Config, stop: threading.Event, flows: tuple[Flow, ...] = FLOWS
+) -> RunReport:
+    """Run every flow with processing-time triggers until ``stop`` is set, then stop cleanly.
+
+    Queries stop upstream first, each after its in-flight batch. A failed query stops the others
+    and raises :class:`PipelineError`.
+    """
+    _prepare(spark, config)
+    before = _versions(spark, config)
+    trigger = Trigger(available_now=False, interval_seconds=config.trigger_interval_seconds)
+    running: list[tuple[Flow, StreamingQuery]] = []
+    try:
+        for flow in flows:
+            log.info("starting %s (every %ss)", flow.name, config.trigger_interval_seconds)
+            running.append((flow, flow.start(spark, config, trigger)))
+        while not stop.wait(0.5):
+            for flow, query in running:
+                if not query.isActive:
+                    error = query.exception()
+                    raise describe_failure(flow, config, error or RuntimeError("stopped unexpectedly"))
+    except PySparkException as error:
+        failed = running[-1][0] if running else flows[0]
+        raise describe_failure(failed, config, error) from error
+    finally:
+        for _, query in running:
+            if query.isActive:
+                _stop_gracefully(query, config.stop_timeout_seconds)
+    return _summarize(spark, config, before, {f.name: q for f, q in running})

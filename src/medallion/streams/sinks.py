@@ -1,0 +1,124 @@
+"""Stream sinks: Delta append, foreachBatch, idempotent writes and MERGE helpers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from medallion.config import TableRef
+from medallion.tables import delta_table
+
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """How a stream is triggered: drain what is available and stop, or every N seconds."""
+
+    available_now: bool = True
+    interval_seconds: float = 5.0
+
+    def as_kwargs(self) -> dict:
+        """Keyword arguments for ``DataStreamWriter.trigger``."""
+        if self.available_now:
+            return {"availableNow": True}
+        return {"processingTime": f"{self.interval_seconds} seconds"}
+
+
+@contextmanager
+def idempotent_writes(spark: SparkSession, app_id: str, version: int) -> Iterator[None]:
+    """Tag every Delta write in the block with (``app_id``, ``version``).
+
+    Delta records the pair in each target table's log and skips a later write whose version is
+    not newer, so a micro-batch replayed after a crash writes nothing twice.
+    """
+    spark.conf.set(TXN_APP_ID, app_id)
+    spark.conf.set(TXN_VERSION, str(version))
+    try:
+        yield
+    finally:
+        spark.conf.unset(TXN_APP_ID)
+        spark.conf.unset(TXN_VERSION)
+
+
+def query_id(spark: SparkSession, checkpoint: str) -> str:
+    """The stable id of the query that owns ``checkpoint`` (from its ``metadata`` file).
+
+    It survives restarts and changes when the checkpoint is deleted, which makes it the right
+    scope for ``txnAppId``: a rebuilt checkpoint starts again at batch 0 with a new id.
+    """
+    text = "".join(row.value for row in spark.read.text(f"{checkpoint}/metadata").collect())
+    return json.loads(text)["id"]
+
+
+def append_batch(df: DataFrame, table: TableRef) -> None:
+    """Append a batch DataFrame to a Delta table (by path locally, by name in Unity Catalog)."""
+    writer = df.write.format("delta").mode("append")
+    if table.path is not None:
+        writer.save(table.path)
+    else:
+        writer.saveAsTable(table.qualified_name)
+
+
+def merge_insert_new(spark: SparkSession, table: TableRef, rows: DataFrame, keys: Sequence[str]) -> None:
+    """Insert the rows whose keys are not yet in the table; rows already there are left alone."""
+    condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+    (
+        delta_table(spark, table)
+        .alias("t")
+        .merge(rows.alias("s"), condition)
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
+def merge_upsert(spark: SparkSession, table: TableRef, rows: DataFrame, keys: Sequence[str]) -> None:
+    """Replace the rows with matching keys and insert the others."""
+    condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+    (
+        delta_table(spark, table)
+        .alias("t")
+        .merge(rows.alias("s"), condition)
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
+def start_append(
+    df: DataFrame, table: TableRef, checkpoint: str, trigger: Trigger, query_name: str
+) -> StreamingQuery:
+    """Start a stream appending to a Delta table; Delta's sink makes each batch exactly-once."""
+    writer = (
+        df.writeStream.format("delta")
+        .queryName(query_name)
+        .outputMode("append")
+        .option("checkpointLocation", checkpoint)
+        .trigger(**trigger.as_kwargs())
+    )
+    if table.path is not None:
+        return writer.start(table.path)
+    return writer.toTable(table.qualified_name)
+
+
+def start_foreach_batch(
+    df: DataFrame,
+    process: Callable[[DataFrame, int], None],
+    checkpoint: str,
+    trigger: Trigger,
+    query_name: str,
+) -> StreamingQuery:
+    """Start a stream that hands every micro-batch to ``process(batch_df, batch_id)``."""
+    return (
+        df.writeStream.queryName(query_name)
+        .option("checkpointLocation", checkpoint)
+        .trigger(**trigger.as_kwargs())
+        .foreachBatch(process)
+        .start()
+    )

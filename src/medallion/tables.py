@@ -1,0 +1,97 @@
+"""Table schemas and properties, and creating and registering the tables of a Config."""
+
+from __future__ import annotations
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+
+from medallion.config import Config, TableRef, quote_identifier
+
+_BRONZE_EVENT_FIELDS = (
+    "event_id STRING, event_type STRING, user_id STRING, product_id STRING, category STRING, "
+    "revenue STRING, event_timestamp STRING"
+)
+_INGEST_METADATA = "_raw STRING, _source_file STRING, _ingested_at TIMESTAMP"
+
+SCHEMAS: dict[str, str] = {
+    "bronze/events": f"{_BRONZE_EVENT_FIELDS}, {_INGEST_METADATA}",
+    "silver/events": (
+        "event_id STRING NOT NULL, event_type STRING NOT NULL, user_id STRING NOT NULL, "
+        "product_id STRING NOT NULL, category STRING, revenue DECIMAL(18,4), "
+        "event_timestamp TIMESTAMP NOT NULL, event_date DATE NOT NULL, "
+        "_ingested_at TIMESTAMP, _source_file STRING"
+    ),
+    "silver/events_quarantine": (
+        "event_id STRING, reason STRING NOT NULL, _raw STRING, _source_file STRING, "
+        "_ingested_at TIMESTAMP"
+    ),
+    "gold/hourly_product_metrics": (
+        "window_start TIMESTAMP NOT NULL, product_id STRING NOT NULL, window_end TIMESTAMP NOT NULL, "
+        "views BIGINT NOT NULL, add_to_carts BIGINT NOT NULL, purchases BIGINT NOT NULL, "
+        "revenue DECIMAL(28,4) NOT NULL, unique_users BIGINT NOT NULL"
+    ),
+}
+
+# Streaming tables take many small commits: let Delta compact and size files as it writes.
+_STREAMING_WRITE_PROPERTIES = {
+    "delta.autoOptimize.optimizeWrite": "true",
+    "delta.autoOptimize.autoCompact": "true",
+}
+
+PROPERTIES: dict[str, dict[str, str]] = {
+    "bronze/events": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
+    "silver/events": dict(_STREAMING_WRITE_PROPERTIES),
+    "silver/events_quarantine": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
+    "gold/hourly_product_metrics": dict(_STREAMING_WRITE_PROPERTIES),
+}
+
+
+def table_exists(spark: SparkSession, table: TableRef) -> bool:
+    """True when the table exists as a Delta table."""
+    if table.path is not None:
+        return DeltaTable.isDeltaTable(spark, table.path)
+    return spark.catalog.tableExists(table.qualified_name.replace("`", ""))
+
+
+def delta_table(spark: SparkSession, table: TableRef) -> DeltaTable:
+    """The :class:`DeltaTable` handle of a table, by path locally or by name in Unity Catalog."""
+    if table.path is not None:
+        return DeltaTable.forPath(spark, table.path)
+    return DeltaTable.forName(spark, table.qualified_name)
+
+
+def read_table(spark: SparkSession, table: TableRef) -> DataFrame:
+    """A batch read of the table's latest version."""
+    if table.path is not None:
+        return spark.read.format("delta").load(table.path)
+    return spark.read.table(table.qualified_name)
+
+
+def create_table(spark: SparkSession, table: TableRef) -> None:
+    """Create one contract table, with its schema and properties, if it does not exist."""
+    schema = spark.createDataFrame([], SCHEMAS[table.key]).schema
+    builder = DeltaTable.createIfNotExists(spark).addColumns(schema)
+    builder = builder.location(table.path) if table.path is not None else builder.tableName(table.qualified_name)
+    for key, value in PROPERTIES.get(table.key, {}).items():
+        builder = builder.property(key, value)
+    builder.execute()
+
+
+def register_tables(spark: SparkSession, config: Config) -> None:
+    """Register path-based tables by name (``medallion.silver_events``) in the session catalog."""
+    if config.uses_unity_catalog:
+        return
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.schema)}")
+    for table in config.tables():
+        if table.path is not None and DeltaTable.isDeltaTable(spark, table.path):
+            location = table.path.replace("'", "\\'")
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {table.qualified_name} USING DELTA LOCATION '{location}'")
+
+
+def ensure_tables(spark: SparkSession, config: Config) -> None:
+    """Create every contract table that is missing and register them all by name."""
+    if config.uses_unity_catalog:
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.catalog or '', config.schema)}")
+    for table in config.tables():
+        create_table(spark, table)
+    register_tables(spark, config)

@@ -1,0 +1,1 @@
+"""Pure DataFrame -> DataFrame transformations: no streams, checkpoints or files."""

@@ -1,0 +1,65 @@
+"""Silver events: validate, split valid from quarantined, deduplicate by ``event_id``."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from medallion.contracts import (
+    REVENUE_TYPE,
+    as_string,
+    event_reason,
+    json_field,
+    parse_event_timestamp,
+    parse_json_line,
+    revenue_amount,
+)
+
+SILVER_EVENT_COLUMNS = (
+    "event_id",
+    "event_type",
+    "user_id",
+    "product_id",
+    "category",
+    "revenue",
+    "event_timestamp",
+    "event_date",
+    "_ingested_at",
+    "_source_file",
+)
+
+QUARANTINE_COLUMNS = ("event_id", "reason", "_raw", "_source_file", "_ingested_at")
+
+
+def validate_events(bronze: DataFrame) -> DataFrame:
+    """Bronze rows plus ``reason`` (NULL for a valid event) and the typed silver columns."""
+    doc = F.col("_doc")
+    with_doc = bronze.withColumn("_doc", parse_json_line(F.col("_raw")))
+    text = {name: as_string(json_field(doc, name)) for name in ("event_id", "event_type", "user_id", "product_id", "category", "event_timestamp")}
+    timestamp = parse_event_timestamp(text["event_timestamp"])
+    return with_doc.select(
+        event_reason(F.col("_raw"), doc).alias("reason"),
+        *[text[name].alias(name) for name in ("event_id", "event_type", "user_id", "product_id", "category")],
+        revenue_amount(json_field(doc, "revenue")).cast(REVENUE_TYPE).alias("revenue"),
+        timestamp.alias("event_timestamp"),
+        F.to_date(timestamp).alias("event_date"),
+        "_raw",
+        "_source_file",
+        "_ingested_at",
+    )
+
+
+def valid_events(validated: DataFrame) -> DataFrame:
+    """The valid rows of :func:`validate_events`, in silver's columns."""
+    return validated.where(F.col("reason").isNull()).select(*SILVER_EVENT_COLUMNS)
+
+
+def quarantined_events(validated: DataFrame) -> DataFrame:
+    """The invalid rows of :func:`validate_events`, with their reason and raw line."""
+    return validated.where(F.col("reason").isNotNull()).select(*QUARANTINE_COLUMNS)
+
+
+def deduplicate_events(events: DataFrame) -> DataFrame:
+    """One row per ``event_id``: the first to arrive (then by file and content, for determinism)."""
+    first = Window.partitionBy("event_id").orderBy("_ingested_at", "_source_file", "event_timestamp", "event_type", "user_id", "product_id")
+    return events.withColumn("_rank", F.row_number().over(first)).where("_rank = 1").drop("_rank")
