@@ -10,7 +10,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from medallion.config import Config, ConfigError
+from medallion.config import Config, ConfigError, KafkaSourceOptions
 
 log = logging.getLogger("medallion")
 
@@ -53,10 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--malformed-rate", type=float, default=0.02)
 
     run = sub.add_parser("run", help="process landed input through bronze, silver and gold")
-    _add_lake(run, landing=True)
+    run.add_argument("--landing", help="folder where input files land (with --source files)")
+    run.add_argument("--lake", required=True, help="folder of the Delta tables and checkpoints")
     run.add_argument("--stream", action="store_true", help="keep running until SIGINT/SIGTERM")
     run.add_argument("--interval", type=float, default=5.0, help="seconds between micro-batches with --stream")
     run.add_argument("--max-files-per-trigger", type=int, default=None, help="landing files per micro-batch")
+    run.add_argument("--source", choices=("files", "kafka"), default="files", help="bronze's input")
+    kafka = run.add_argument_group("Kafka source", "credentials: see docs/kafka.md")
+    kafka.add_argument("--kafka-bootstrap", metavar="HOST:PORT[,...]", help="bootstrap servers")
+    kafka.add_argument("--events-topic", default="events", help="topic of the events")
+    kafka.add_argument("--customers-topic", default="customers", help="topic of customer changes")
+    kafka.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="where a new checkpoint starts: earliest, latest or JSON",
+    )
+    kafka.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch")
+    kafka.add_argument("--kafka-secret-scope", help="Databricks secret scope of the credentials")
 
     show = sub.add_parser("show", help="print tables of the lake")
     show.add_argument("--lake", required=True)
@@ -90,19 +103,30 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from medallion.session import get_spark
+    from medallion.session import get_spark, packages_for
     from medallion.streams.runner import run_available_now, run_streaming
 
+    if args.source == "files" and not args.landing:
+        raise ConfigError("--landing is required with --source files")
     config = Config(
-        landing=os.path.abspath(args.landing),
+        landing=os.path.abspath(args.landing or args.lake),  # unused by the Kafka source
         lake=os.path.abspath(args.lake),
         trigger_interval_seconds=args.interval,
         max_files_per_trigger=args.max_files_per_trigger,
+        source=args.source,
+        kafka=KafkaSourceOptions(
+            bootstrap_servers=args.kafka_bootstrap,
+            events_topic=args.events_topic,
+            customers_topic=args.customers_topic,
+            starting_offsets=args.starting_offsets,
+            max_offsets_per_trigger=args.max_offsets_per_trigger,
+            secret_scope=args.kafka_secret_scope,
+        ),
     )
     stop = threading.Event()
     if args.stream:
         _install_stop_handlers(stop)
-    spark = get_spark()
+    spark = get_spark(packages=packages_for(config))
     if args.stream:
         _install_stop_handlers(stop)  # pyspark installs its own SIGINT handler with the context
         report = run_streaming(spark, config, stop)

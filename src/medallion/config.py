@@ -15,6 +15,11 @@ from typing import Literal
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
 FileSourceKind = Literal["files", "autoloader"]
+SourceKind = Literal["files", "kafka"]
+
+# Kafka's legal topic names: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
+_KAFKA_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_KAFKA_BOOTSTRAP = re.compile(r"[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}(,[A-Za-z0-9._\[\]:-]+:[0-9]{1,5})*")
 
 
 class ConfigError(ValueError):
@@ -96,6 +101,59 @@ class DeltaSourceOptions:
         return options
 
 
+@dataclass(frozen=True)
+class KafkaSourceOptions:
+    """Where and how the Kafka source reads (``source="kafka"``); see docs/kafka.md.
+
+    Credentials never live here: they come from ``MEDALLION_KAFKA_*`` environment variables, or
+    from the Databricks secret scope named by ``secret_scope`` (medallion/streams/kafka.py).
+
+    >>> KafkaSourceOptions(bootstrap_servers="127.0.0.1:9092").topic("events")
+    'events'
+    """
+
+    bootstrap_servers: str | None = None
+    events_topic: str = "events"
+    customers_topic: str = "customers"
+    # Where a new checkpoint starts: earliest, latest or Spark's JSON {"topic": {"0": 42}}.
+    # An existing checkpoint always resumes from the offsets it recorded.
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    secret_scope: str | None = None
+
+    def __post_init__(self) -> None:
+        servers = self.bootstrap_servers
+        if servers is not None and not _KAFKA_BOOTSTRAP.fullmatch(servers):
+            raise ConfigError(
+                f"invalid Kafka bootstrap servers {servers!r}: use HOST:PORT[,HOST:PORT...]"
+            )
+        for dataset in ("events", "customers"):
+            topic = self.topic(dataset)
+            legal = isinstance(topic, str) and _KAFKA_TOPIC.fullmatch(topic)
+            if not legal or topic in (".", ".."):
+                raise ConfigError(
+                    f"invalid {dataset} topic {topic!r}: use letters, digits, '.', '_' and '-' "
+                    "(at most 249)"
+                )
+        offsets = self.starting_offsets
+        if offsets not in ("earliest", "latest") and not str(offsets).lstrip().startswith("{"):
+            raise ConfigError(
+                f"invalid starting offsets {offsets!r}: use earliest, latest or JSON such as "
+                '{"events": {"0": 42}}'
+            )
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
+            raise ConfigError("maxOffsetsPerTrigger must be positive")
+        if self.secret_scope is not None and not self.secret_scope.strip():
+            raise ConfigError("the Kafka secret scope must not be empty")
+
+    def topic(self, dataset: str) -> str:
+        """The topic a dataset (``events`` or ``customers``) is read from."""
+        try:
+            return {"events": self.events_topic, "customers": self.customers_topic}[dataset]
+        except KeyError:
+            raise ConfigError(f"no Kafka topic for dataset {dataset!r}") from None
+
+
 # Every table of the contract: key -> (layer, name).
 TABLES: dict[str, tuple[str, str]] = {
     "bronze/events": ("bronze", "events"),
@@ -122,6 +180,9 @@ class Config:
     schema: str = "medallion"
     checkpoint_root: str | None = None
     file_source: FileSourceKind = "files"
+    # Where bronze reads from: landing files, or Kafka topics (``kafka`` holds the options).
+    source: SourceKind = "files"
+    kafka: KafkaSourceOptions = field(default_factory=KafkaSourceOptions)
     max_files_per_trigger: int | None = None
     delta_source: DeltaSourceOptions = field(default_factory=DeltaSourceOptions)
     trigger_interval_seconds: float = 5.0
@@ -140,6 +201,10 @@ class Config:
         object.__setattr__(self, "lake", self.lake.rstrip("/") or "/")
         if self.trigger_interval_seconds <= 0:
             raise ConfigError("the trigger interval must be positive")
+        if self.source not in ("files", "kafka"):
+            raise ConfigError(f"unknown source {self.source!r}: use files or kafka")
+        if self.source == "kafka" and not self.kafka.bootstrap_servers:
+            raise ConfigError("the Kafka source needs bootstrap servers (--kafka-bootstrap)")
 
     @property
     def uses_unity_catalog(self) -> bool:

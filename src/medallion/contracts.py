@@ -55,8 +55,17 @@ def strip_bom(raw: Column) -> Column:
 
 
 def parse_json_line(raw: Column) -> Column:
-    """The line as a VARIANT, or NULL when it is not valid JSON."""
-    return F.try_parse_json(strip_bom(raw))
+    """The line as a VARIANT, or NULL when it is not exactly one valid JSON value.
+
+    Spark's parser stops after the first complete value and ignores what follows, so
+    ``{"a": 1}}`` would pass. Trailing text cannot be valid both as the rest of an array
+    (``[line]``) and as the rest of an object member (``{"v": line}``), so the line must parse
+    inside both wrappers.
+    """
+    body = strip_bom(raw)
+    as_member = F.try_parse_json(F.concat(F.lit('{"v":'), body, F.lit("}")))
+    as_element = F.try_parse_json(F.concat(F.lit("["), body, F.lit("]")))
+    return F.when(as_element.isNotNull(), F.try_variant_get(as_member, "$.v", "variant"))
 
 
 def json_field(doc: Column, name: str) -> Column:

@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from medallion.config import Config
 
 log = logging.getLogger(__name__)
 
 # delta-spark 4.4.1 (PyPI) pairs with Spark 4.2; Maven Central publishes the Spark 4.2 build of
 # the Delta jars as 4.4.0, the newest patch release of that line, so the jar version is pinned.
 DELTA_MAVEN_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+
+# Spark's Kafka connector (spark-sql-kafka-0-10_2.13 4.2.0) as one coordinate: a POM shipped in
+# medallion/maven that Ivy reads from that folder while every jar comes from Maven Central. The
+# POM says why the connector's own POM cannot be used alone. Only the Kafka source needs it, so
+# file runs never resolve it. MEDALLION_KAFKA_PACKAGES replaces it (comma-separated).
+KAFKA_MAVEN_PACKAGE = "medallion.local:spark-kafka-connector_2.13:4.2.0"
+_BUNDLED_GROUP = "medallion.local"
+BUNDLED_MAVEN_REPOSITORY = Path(__file__).resolve().parent / "maven"
 
 LOCAL_SPARK_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -61,29 +73,68 @@ def session_kind() -> str:
     return "local"
 
 
-def local_builder(app_name: str = "medallion", master: str | None = None, extra: dict | None = None):
-    """A SparkSession builder for local delta-spark with small-machine settings."""
+def _split_packages(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def kafka_packages() -> list[str]:
+    """The Maven coordinates of Spark's Kafka connector (``MEDALLION_KAFKA_PACKAGES`` overrides)."""
+    return _split_packages(os.environ.get("MEDALLION_KAFKA_PACKAGES", "")) or [KAFKA_MAVEN_PACKAGE]
+
+
+def packages_for(config: Config) -> list[str]:
+    """The Maven packages, beyond Delta, that a local session needs for ``config``'s sources."""
+    return kafka_packages() if config.source == "kafka" else []
+
+
+def local_packages(packages: Sequence[str] = ()) -> list[str]:
+    """Delta, then ``packages``, then ``MEDALLION_EXTRA_PACKAGES``, each once."""
+    extra = _split_packages(os.environ.get("MEDALLION_EXTRA_PACKAGES", ""))
+    return list(dict.fromkeys([DELTA_MAVEN_PACKAGE, *packages, *extra]))
+
+
+def local_builder(
+    app_name: str = "medallion",
+    master: str | None = None,
+    extra: dict | None = None,
+    packages: Sequence[str] = (),
+):
+    """A SparkSession builder for local delta-spark with small-machine settings.
+
+    ``packages`` are more Maven coordinates to resolve with Delta (see :func:`packages_for`).
+    """
     from pyspark.sql import SparkSession
 
-    packages = [DELTA_MAVEN_PACKAGE, *filter(None, os.environ.get("MEDALLION_EXTRA_PACKAGES", "").split(","))]
+    resolved = local_packages(packages)
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master or os.environ.get("MEDALLION_SPARK_MASTER", "local[*]"))
-        .config("spark.jars.packages", ",".join(packages))
+        .config("spark.jars.packages", ",".join(resolved))
         .config("spark.driver.memory", os.environ.get("MEDALLION_DRIVER_MEMORY", "2g"))
     )
+    if any(p.startswith(f"{_BUNDLED_GROUP}:") for p in resolved):
+        # Consulted after Maven Central, for medallion's own POMs only.
+        builder = builder.config("spark.jars.repositories", BUNDLED_MAVEN_REPOSITORY.as_uri())
     for key, value in {**LOCAL_SPARK_CONF, **(extra or {})}.items():
         builder = builder.config(key, value)
     return builder
 
 
-def get_spark(app_name: str = "medallion", master: str | None = None, extra: dict | None = None) -> SparkSession:
+def get_spark(
+    app_name: str = "medallion",
+    master: str | None = None,
+    extra: dict | None = None,
+    packages: Sequence[str] = (),
+) -> SparkSession:
     """Return a SparkSession, choosing in order:
 
     1. the running session on a Databricks cluster;
     2. ``DatabricksSession`` when databricks-connect is installed and configured;
     3. Spark Connect when ``SPARK_REMOTE=sc://...`` is set;
     4. otherwise local delta-spark (``local[*]``, UTC, few partitions, UI off).
+
+    ``packages`` (see :func:`packages_for`) only matter for a new local session: Databricks
+    runtimes ship the Kafka connector, and a running JVM cannot load more packages.
     """
     from pyspark.sql import SparkSession
 
@@ -100,8 +151,12 @@ def get_spark(app_name: str = "medallion", master: str | None = None, extra: dic
         return spark
     active = SparkSession.getActiveSession()
     if active is not None:
+        loaded = active.sparkContext.getConf().get("spark.jars.packages", "")
+        missing = [p for p in packages if p not in loaded]
+        if missing:
+            log.warning("the running Spark session was started without %s", ", ".join(missing))
         return active
-    spark = local_builder(app_name, master, extra).getOrCreate()
+    spark = local_builder(app_name, master, extra, packages).getOrCreate()
     quiet_spark_logs(spark)
     return spark
 

@@ -12,9 +12,13 @@ _BRONZE_EVENT_FIELDS = (
     "revenue STRING, event_timestamp STRING"
 )
 _INGEST_METADATA = "_raw STRING, _source_file STRING, _ingested_at TIMESTAMP"
+# Where a record was read from Kafka; NULL for rows read from files, so both sources share a schema.
+KAFKA_METADATA = (
+    "_kafka_topic STRING, _kafka_partition INT, _kafka_offset BIGINT, _kafka_timestamp TIMESTAMP"
+)
 
 SCHEMAS: dict[str, str] = {
-    "bronze/events": f"{_BRONZE_EVENT_FIELDS}, {_INGEST_METADATA}",
+    "bronze/events": f"{_BRONZE_EVENT_FIELDS}, {_INGEST_METADATA}, {KAFKA_METADATA}",
     "silver/events": (
         "event_id STRING NOT NULL, event_type STRING NOT NULL, user_id STRING NOT NULL, "
         "product_id STRING NOT NULL, category STRING, revenue DECIMAL(18,4), "

@@ -20,7 +20,7 @@ from medallion.streams.sinks import (
     start_append,
     start_foreach_batch,
 )
-from medallion.streams.sources import delta_stream, landing_lines
+from medallion.streams.sources import delta_stream, input_lines
 from medallion.tables import read_table
 from medallion.transforms.bronze import to_bronze
 from medallion.transforms.gold import HOURLY_KEYS, affected_hours, hourly_product_metrics, with_hour_window
@@ -39,7 +39,7 @@ class Flow:
 
 
 def _start_bronze_events(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    lines = landing_lines(spark, config, "events")
+    lines = input_lines(spark, config, "events")  # landing files or the events topic
     return start_append(
         to_bronze(lines),
         config.table("bronze/events"),

@@ -116,7 +116,7 @@ def _summarize(
 
 def _prepare(spark: SparkSession, config: Config) -> None:
     ensure_tables(spark, config)
-    for dataset in ("events",):
+    for dataset in ("events",) if config.source == "files" else ():
         path = config.landing_dir(dataset)
         if "://" not in path and not path.startswith("/Volumes/"):
             os.makedirs(path, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Stream sources: landing files (open-source file source or Auto Loader) and Delta tables."""
+"""Stream sources: landing files (file source or Auto Loader), Kafka topics and Delta tables."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config, DeltaSourceOptions, TableRef
+from medallion.streams.kafka import reader_options, resolve_security_options
 
 
 def landing_lines(spark: SparkSession, config: Config, dataset: str) -> DataFrame:
@@ -38,6 +39,45 @@ def landing_lines(spark: SparkSession, config: Config, dataset: str) -> DataFram
         F.col("_metadata.file_path").alias("_source_file"),
         F.current_timestamp().alias("_ingested_at"),
     )
+
+
+def kafka_lines(
+    spark: SparkSession, config: Config, dataset: str, security: dict[str, str] | None = None
+) -> DataFrame:
+    """A stream of the records of the dataset's Kafka topic (``config.kafka.topic(dataset)``).
+
+    Columns: those of :func:`landing_lines` (``value`` is the record value decoded as UTF-8,
+    ``_source_file`` the record's address ``kafka://<topic>/<partition>/<offset>``,
+    ``_ingested_at`` the micro-batch time) plus ``_kafka_topic``, ``_kafka_partition``,
+    ``_kafka_offset`` and ``_kafka_timestamp``. Keys and headers are not read.
+
+    A new checkpoint starts at ``config.kafka.starting_offsets``; afterwards the offsets
+    recorded in the checkpoint are the only position (nothing is committed to Kafka), so a
+    replayed micro-batch reads exactly the same records. ``security`` defaults to the settings
+    from the environment or the secret scope (:mod:`medallion.streams.kafka`).
+    """
+    if security is None:
+        security = resolve_security_options(spark, config)
+    reader = spark.readStream.format("kafka")
+    for key, value in reader_options(config, dataset, security).items():
+        reader = reader.option(key, value)
+    records = reader.load()
+    return records.select(
+        F.col("value").cast("string").alias("value"),
+        F.format_string("kafka://%s/%d/%d", "topic", "partition", "offset").alias("_source_file"),
+        F.current_timestamp().alias("_ingested_at"),
+        F.col("topic").alias("_kafka_topic"),
+        F.col("partition").alias("_kafka_partition"),
+        F.col("offset").alias("_kafka_offset"),
+        F.col("timestamp").alias("_kafka_timestamp"),
+    )
+
+
+def input_lines(spark: SparkSession, config: Config, dataset: str) -> DataFrame:
+    """The raw input of one dataset from the configured source: Kafka topic or landing files."""
+    if config.source == "kafka":
+        return kafka_lines(spark, config, dataset)
+    return landing_lines(spark, config, dataset)
 
 
 def delta_stream(

@@ -1,0 +1,161 @@
+"""An independent, plain-Python reading of the input contract (no Spark).
+
+The tests compare every table the pipeline writes with what this module computes from the
+landed files alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+
+EVENT_TYPES = {"view", "add_to_cart", "purchase"}
+BLANK = re.compile(r"[ \t\n\x0b\f\r]*")
+TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
+FOUR_PLACES = Decimal("0.0001")
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise _Duplicate()
+    return dict(pairs)
+
+
+def _reject_constant(name):
+    raise ValueError(name)
+
+
+def read_lines(directory: Path) -> list[tuple[str, str]]:
+    """(file, line) for every non-blank line of the visible files, as Spark's text source reads."""
+    out = []
+    for path in sorted(directory.iterdir()):
+        if path.name.startswith((".", "_")) or not path.is_file():
+            continue
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        for line in text.split("\n"):
+            if line.endswith("\r"):
+                line = line[:-1]
+            if not BLANK.fullmatch(line):
+                out.append((str(path), line))
+    return out
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    """The UTC datetime of an ISO-8601 timestamp with a zone, else None."""
+    if not TIMESTAMP.fullmatch(text):
+        return None
+    head, _, rest = text.partition(".")
+    if rest:  # keep microseconds, as Spark does
+        digits = re.match(r"\d+", rest).group(0)
+        text = f"{head}.{(digits + '000000')[:6]}{rest[len(digits):]}"
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+    except ValueError:
+        return None
+
+
+def event_is_valid(line: str) -> dict | None:
+    """The event as a dict of silver values when the line is a valid event, else None."""
+    try:
+        doc = json.loads(
+            line.lstrip("\ufeff"),
+            object_pairs_hook=_no_duplicates,
+            parse_float=Decimal,
+            parse_constant=_reject_constant,
+        )
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    for key in ("event_id", "event_type", "user_id", "product_id"):
+        value = doc.get(key)
+        if not isinstance(value, str) or BLANK.fullmatch(value):
+            return None
+    if doc["event_type"] not in EVENT_TYPES:
+        return None
+    category = doc.get("category")
+    if category is not None and not isinstance(category, str):
+        return None
+    ts_text = doc.get("event_timestamp")
+    if not isinstance(ts_text, str):
+        return None
+    ts = parse_timestamp(ts_text)
+    if ts is None:
+        return None
+    revenue = doc.get("revenue")
+    if revenue is not None:
+        if isinstance(revenue, bool) or not isinstance(revenue, (int, Decimal)):
+            return None
+        revenue = Decimal(revenue)
+        if not revenue.is_finite() or revenue < 0 or math.isinf(float(revenue)):
+            return None
+        if revenue.quantize(FOUR_PLACES) != revenue or revenue >= Decimal(10) ** 14:
+            return None
+        revenue = revenue.quantize(FOUR_PLACES)
+    elif doc["event_type"] == "purchase":
+        return None
+    return {
+        "event_id": doc["event_id"],
+        "event_type": doc["event_type"],
+        "user_id": doc["user_id"],
+        "product_id": doc["product_id"],
+        "category": category,
+        "revenue": revenue,
+        "event_timestamp": ts.replace(tzinfo=None),
+        "event_date": ts.date(),
+    }
+
+
+@dataclass
+class Expected:
+    """What the pipeline must produce from a landing folder."""
+
+    bronze_lines: int = 0
+    silver: dict[str, dict] = field(default_factory=dict)
+    quarantined: list[str] = field(default_factory=list)
+    gold: dict[tuple[datetime, str], dict] = field(default_factory=dict)
+
+
+def expected_from(landing: Path) -> Expected:
+    """Compute bronze, silver, quarantine and gold from the files under ``landing/events``."""
+    result = Expected()
+    lines = read_lines(landing / "events") if (landing / "events").exists() else []
+    result.bronze_lines = len(lines)
+    for _, line in lines:
+        event = event_is_valid(line)
+        if event is None:
+            result.quarantined.append(line)
+        else:
+            result.silver.setdefault(event["event_id"], event)
+    users: dict[tuple[datetime, str], set[str]] = defaultdict(set)
+    for event in result.silver.values():
+        hour = event["event_timestamp"].replace(minute=0, second=0, microsecond=0)
+        key = (hour, event["product_id"])
+        row = result.gold.setdefault(
+            key,
+            {"views": 0, "add_to_carts": 0, "purchases": 0, "revenue": Decimal("0.0000")},
+        )
+        kind = {"view": "views", "add_to_cart": "add_to_carts", "purchase": "purchases"}[event["event_type"]]
+        row[kind] += 1
+        if event["event_type"] == "purchase":
+            row["revenue"] += event["revenue"]
+        users[key].add(event["user_id"])
+    for key, row in result.gold.items():
+        row["unique_users"] = len(users[key])
+        row["window_end"] = key[0] + timedelta(hours=1)
+    return result
+
+
+def as_date(value) -> date:
+    return value if isinstance(value, date) else date.fromisoformat(str(value))

@@ -1,0 +1,47 @@
+"""The configuration object: paths, names, identifiers and Delta source options."""
+
+from __future__ import annotations
+
+import pytest
+
+from medallion.config import Config, ConfigError, DeltaSourceOptions, validate_identifier
+
+
+def test_local_paths_and_registered_names():
+    cfg = Config(landing="/l/", lake="/lake/")
+    assert cfg.table("bronze/events").path == "/lake/bronze/events"
+    assert cfg.table("gold/hourly_product_metrics").qualified_name == "`medallion`.`gold_hourly_product_metrics`"
+    assert cfg.checkpoint("silver_events") == "/lake/_checkpoints/silver_events"
+    assert cfg.landing_dir("events") == "/l/events"
+
+
+def test_unity_catalog_names():
+    cfg = Config(landing="/Volumes/main/m/landing", lake="/Volumes/main/m/lake", catalog="main", schema="m")
+    table = cfg.table("silver/events")
+    assert table.path is None
+    assert table.sql_name == "`main`.`m`.`silver_events`"
+
+
+@pytest.mark.parametrize("bad", ["a b", "a;drop", "a`b", "x'y", "1abc", "", "a.b", "tab\t", "ünï"])
+def test_identifiers_that_could_reach_sql_are_validated(bad):
+    with pytest.raises(ConfigError):
+        validate_identifier(bad)
+    with pytest.raises(ConfigError):
+        Config(landing="/l", lake="/k", schema=bad)
+
+
+def test_unknown_table_is_a_clear_error():
+    with pytest.raises(ConfigError, match="unknown table 'silver/nope'"):
+        Config(landing="/l", lake="/k").table("silver/nope")
+
+
+def test_delta_source_options():
+    opts = DeltaSourceOptions(starting_version=3, max_files_per_trigger=1, with_event_time_order=True)
+    assert opts.as_options() == {
+        "startingVersion": "3",
+        "maxFilesPerTrigger": "1",
+        "skipChangeCommits": "true",
+        "withEventTimeOrder": "true",
+    }
+    with pytest.raises(ConfigError):
+        DeltaSourceOptions(starting_version=1, starting_timestamp="2026-01-01").as_options()
