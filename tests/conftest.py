@@ -53,12 +53,12 @@ def config(dirs):
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the shared Spark session with the Kafka connector when Kafka tests are selected.
+    """Start the shared Spark session with the Kafka connector when ``kafka`` tests are selected.
 
     A running JVM cannot load more packages, so this is decided before any session exists;
     runs without Kafka tests never resolve the connector.
     """
-    if any("kafka_broker" in getattr(item, "fixturenames", ()) for item in session.items):
+    if any(item.get_closest_marker("kafka") for item in session.items):
         from medallion.session import kafka_packages
 
         extra = [p for p in os.environ.get("MEDALLION_EXTRA_PACKAGES", "").split(",") if p]

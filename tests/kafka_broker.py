@@ -103,12 +103,19 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
+def _quoted(value: str) -> str:
+    """A JAAS option value: double-quoted, with backslash escapes."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _jaas_users(users: dict[str, str]) -> str:
-    pairs = " ".join(f'user_{name}="{password}"' for name, password in users.items())
-    return (
+    """The broker's PLAIN login: its own user plus ``users``, escaped for server.properties."""
+    pairs = " ".join(f"user_{name}={_quoted(password)}" for name, password in users.items())
+    jaas = (
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
         f'username="broker" password="broker-secret" user_broker="broker-secret" {pairs};'
     )
+    return jaas.replace("\\", "\\\\")  # java.util.Properties unescapes backslashes once
 
 
 class KafkaBroker:
@@ -208,7 +215,7 @@ class KafkaBroker:
         assert self.libs is not None
         return [
             _require("java"),
-            f"-Xms128m",
+            "-Xms128m",
             f"-Xmx{self.heap}",
             "-XX:+UseSerialGC",
             "-Djava.awt.headless=true",
@@ -225,7 +232,10 @@ class KafkaBroker:
         for name in ("console.log", "broker.log"):
             path = self.workdir / name
             if path.exists():
-                out.append(f"--- {name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
+                out.append(
+                    f"--- {name}\n"
+                    + "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+                )
         return "\n".join(out)
 
     def start(self, timeout: float = 120.0) -> KafkaBroker:
@@ -243,7 +253,9 @@ class KafkaBroker:
         properties.write_text(self._properties(data))
         (self.workdir / "log4j2.properties").write_text(self._log4j())
         fmt = subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(properties)),
+            self._java(
+                "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(properties)
+            ),
             capture_output=True,
             text=True,
             timeout=120,
@@ -287,7 +299,7 @@ class KafkaBroker:
             except Exception:  # noqa: BLE001 - not up yet
                 pass
             if time.monotonic() > deadline:
-                raise BrokerError(f"the Kafka broker did not start in {timeout:.0f}s\n{self.log_tail()}")
+                raise BrokerError(f"the broker did not start in {timeout:.0f}s\n{self.log_tail()}")
             time.sleep(0.25)
 
     def create_topic(self, name: str, partitions: int = 1, timeout: float = 60.0) -> None:
@@ -300,9 +312,9 @@ class KafkaBroker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             topic = admin.list_topics(name, timeout=5).topics.get(name)
-            if topic and topic.error is None and len(topic.partitions) == partitions:
-                if all(p.leader >= 0 and p.error is None for p in topic.partitions.values()):
-                    return
+            ready = topic and topic.error is None and len(topic.partitions) == partitions
+            if ready and all(p.leader >= 0 and p.error is None for p in topic.partitions.values()):
+                return
             time.sleep(0.2)
         raise BrokerError(f"topic {name!r} has no leaders after {timeout:.0f}s")
 

@@ -9,7 +9,16 @@ from oracle import Expected
 from medallion.config import Config
 from medallion.tables import read_table
 
-SILVER_FIELDS = ("event_id", "event_type", "user_id", "product_id", "category", "revenue", "event_timestamp", "event_date")
+SILVER_FIELDS = (
+    "event_id",
+    "event_type",
+    "user_id",
+    "product_id",
+    "category",
+    "revenue",
+    "event_timestamp",
+    "event_date",
+)
 GOLD_FIELDS = ("window_end", "views", "add_to_carts", "purchases", "revenue", "unique_users")
 
 
@@ -30,16 +39,22 @@ def assert_lake_matches(spark, config: Config, expected: Expected) -> None:
     ids = [row.event_id for row in silver_rows]
     assert len(ids) == len(set(ids)), "silver holds an event_id twice"
     missing, extra = set(expected.silver) - set(ids), set(ids) - set(expected.silver)
-    assert not missing and not extra, f"silver lacks {sorted(missing)[:5]}, has extra {sorted(extra)[:5]}"
+    assert not missing and not extra, (
+        f"silver lacks {sorted(missing)[:5]}, has extra {sorted(extra)[:5]}"
+    )
     for row in silver_rows:
         want = expected.silver[row.event_id]
         got = {name: row[name] for name in SILVER_FIELDS}
         assert got == {name: want[name] for name in SILVER_FIELDS}, row.event_id
     quarantine = read_table(spark, config.table("silver/events_quarantine")).collect()
     got_q, want_q = Counter(row._raw for row in quarantine), Counter(expected.quarantined)
-    assert got_q == want_q, f"quarantine extra {list((got_q - want_q).items())[:3]}, lacks {list((want_q - got_q).items())[:3]}"
+    assert got_q == want_q, (
+        f"quarantine extra {list((got_q - want_q).items())[:3]}, lacks {list((want_q - got_q).items())[:3]}"
+    )
     assert all(row.reason for row in quarantine)
     gold = read_table(spark, config.table("gold/hourly_product_metrics")).collect()
-    got_gold = {(row.window_start, row.product_id): {f: row[f] for f in GOLD_FIELDS} for row in gold}
+    got_gold = {
+        (row.window_start, row.product_id): {f: row[f] for f in GOLD_FIELDS} for row in gold
+    }
     assert len(gold) == len(got_gold)
     assert got_gold == expected.gold

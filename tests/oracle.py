@@ -58,7 +58,7 @@ def parse_timestamp(text: str) -> datetime | None:
     head, _, rest = text.partition(".")
     if rest:  # keep microseconds, as Spark does
         digits = re.match(r"\d+", rest).group(0)
-        text = f"{head}.{(digits + '000000')[:6]}{rest[len(digits):]}"
+        text = f"{head}.{(digits + '000000')[:6]}{rest[len(digits) :]}"
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
     except ValueError:
@@ -146,7 +146,9 @@ def expected_from(landing: Path) -> Expected:
             key,
             {"views": 0, "add_to_carts": 0, "purchases": 0, "revenue": Decimal("0.0000")},
         )
-        kind = {"view": "views", "add_to_cart": "add_to_carts", "purchase": "purchases"}[event["event_type"]]
+        kind = {"view": "views", "add_to_cart": "add_to_carts", "purchase": "purchases"}[
+            event["event_type"]
+        ]
         row[kind] += 1
         if event["event_type"] == "purchase":
             row["revenue"] += event["revenue"]

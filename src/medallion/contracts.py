@@ -79,7 +79,9 @@ def json_kind(value: Column) -> Column:
     return (
         F.when(value.isNull(), F.lit(None))
         .when(schema == "STRING", F.lit("string"))
-        .when(schema.isin("BIGINT", "INT", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT"), F.lit("number"))
+        .when(
+            schema.isin("BIGINT", "INT", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT"), F.lit("number")
+        )
         .when(schema.startswith("DECIMAL"), F.lit("number"))
         .when(schema == "BOOLEAN", F.lit("boolean"))
         .when(schema == "VOID", F.lit("null"))
@@ -157,7 +159,9 @@ def _field_checks(doc: Column, rule: FieldRule) -> list[Column]:
         as_double = F.try_variant_get(value, "$", "double")
         not_finite = as_double.isNull() | F.isnan(as_double) | (F.abs(as_double) == float("inf"))
         checks.append(_check(well_typed & not_finite, f"{rule.name} is not a finite number"))
-        checks.append(_check(well_typed & ~not_finite & (as_double < 0), f"{rule.name} is negative"))
+        checks.append(
+            _check(well_typed & ~not_finite & (as_double < 0), f"{rule.name} is negative")
+        )
         checks.append(
             _check(
                 well_typed & ~not_finite & (as_double >= 0) & ~revenue_is_exact(value),

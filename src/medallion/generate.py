@@ -47,11 +47,15 @@ def _iso(ts: datetime, rng: random.Random) -> str:
     fraction = f".{local.microsecond:06d}" if style == 2 else ""
     sign = "+" if offset >= timedelta(0) else "-"
     minutes = int(abs(offset).total_seconds() // 60)
-    return local.strftime("%Y-%m-%dT%H:%M:%S") + fraction + f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    return (
+        local.strftime("%Y-%m-%dT%H:%M:%S")
+        + fraction
+        + f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    )
 
 
 def _event(rng: random.Random, n: int, seed: int, users: int, products: int, late: bool) -> dict:
-    kinds, weights = zip(*EVENT_WEIGHTS)
+    kinds, weights = zip(*EVENT_WEIGHTS, strict=True)
     event_type = rng.choices(kinds, weights)[0]
     ts = BASE_TIME + timedelta(seconds=rng.randrange(48 * 3600), microseconds=rng.randrange(10**6))
     if late:
@@ -136,21 +140,45 @@ def generate_customer_lines(customers: int, seed: int) -> Iterator[str]:
             "segment": rng.choice(SEGMENTS),
         }
         ts = BASE_TIME - timedelta(days=60) + timedelta(minutes=c)
-        changes.append({**state, "operation": "INSERT", "sequence_num": sequence, "updated_at": _iso(ts, rng)})
+        changes.append(
+            {**state, "operation": "INSERT", "sequence_num": sequence, "updated_at": _iso(ts, rng)}
+        )
         for _ in range(rng.choice((0, 0, 1, 2, 3))):
             sequence += rng.randint(1, 3)
             ts += timedelta(hours=rng.randint(1, 200))
             operation = "DELETE" if rng.random() < 0.15 else "UPDATE"
             if operation == "UPDATE":
                 state = {**state, "country": rng.choice(COUNTRIES), "segment": rng.choice(SEGMENTS)}
-            changes.append({**state, "operation": operation, "sequence_num": sequence, "updated_at": _iso(ts, rng)})
+            changes.append(
+                {
+                    **state,
+                    "operation": operation,
+                    "sequence_num": sequence,
+                    "updated_at": _iso(ts, rng),
+                }
+            )
     rng.shuffle(changes)
     lines = [json.dumps(change) for change in changes]
     lines += [rng.choice(lines) for _ in range(len(lines) // 20)]
     invalid = [
-        {"name": "no key", "operation": "INSERT", "sequence_num": 1, "updated_at": "2026-11-01T00:00:00Z"},
-        {"customer_id": "c99999", "operation": "UPSERT", "sequence_num": 1, "updated_at": "2026-11-01T00:00:00Z"},
-        {"customer_id": "c99998", "operation": "UPDATE", "sequence_num": "7", "updated_at": "2026-11-01T00:00:00Z"},
+        {
+            "name": "no key",
+            "operation": "INSERT",
+            "sequence_num": 1,
+            "updated_at": "2026-11-01T00:00:00Z",
+        },
+        {
+            "customer_id": "c99999",
+            "operation": "UPSERT",
+            "sequence_num": 1,
+            "updated_at": "2026-11-01T00:00:00Z",
+        },
+        {
+            "customer_id": "c99998",
+            "operation": "UPDATE",
+            "sequence_num": "7",
+            "updated_at": "2026-11-01T00:00:00Z",
+        },
         {"customer_id": "c99997", "operation": "UPDATE", "updated_at": "2026-11-01T00:00:00Z"},
     ]
     lines += [json.dumps(record) for record in invalid] + ['{"customer_id": "c0000']
@@ -200,7 +228,9 @@ def generate(
         name = f"events-{seed}-{i:05d}.json"
         written["events"].append(write_file_atomically(f"{landing}/events", name, chunk, crlf))
     if faults.empty_file:
-        written["events"].append(write_file_atomically(f"{landing}/events", f"events-{seed}-empty.json", []))
+        written["events"].append(
+            write_file_atomically(f"{landing}/events", f"events-{seed}-empty.json", [])
+        )
     if customers:
         customer_lines = list(generate_customer_lines(customers, seed))
         for i, chunk in enumerate(_split(customer_lines, max(1, min(files, 4)))):

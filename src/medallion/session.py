@@ -41,6 +41,8 @@ LOCAL_SPARK_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.streaming.metricsEnabled": "true",
+    # The run summary adds up every batch's progress; keep enough of them.
+    "spark.sql.streaming.numRecentProgressUpdates": "10000",
     "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "false",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
 }

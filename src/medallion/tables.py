@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Config, TableRef, quote_identifier
@@ -51,9 +52,17 @@ PROPERTIES: dict[str, dict[str, str]] = {
 
 
 def table_exists(spark: SparkSession, table: TableRef) -> bool:
-    """True when the table exists as a Delta table."""
+    """True when the table exists as a Delta table.
+
+    Tables are checked, created, merged into and read with SQL rather than the ``DeltaTable``
+    API, so the pipeline also runs over Spark Connect where Delta's Connect plugin is absent.
+    """
     if table.path is not None:
-        return DeltaTable.isDeltaTable(spark, table.path)
+        try:
+            spark.sql(f"DESCRIBE DETAIL {table.sql_name}")
+        except AnalysisException:
+            return False
+        return True
     return spark.catalog.tableExists(table.qualified_name.replace("`", ""))
 
 
@@ -62,6 +71,12 @@ def delta_table(spark: SparkSession, table: TableRef) -> DeltaTable:
     if table.path is not None:
         return DeltaTable.forPath(spark, table.path)
     return DeltaTable.forName(spark, table.qualified_name)
+
+
+def history(spark: SparkSession, table: TableRef, limit: int | None = None) -> DataFrame:
+    """The table's commits, newest first (``DESCRIBE HISTORY``), at most ``limit`` of them."""
+    limit_clause = f" LIMIT {int(limit)}" if limit is not None else ""
+    return spark.sql(f"DESCRIBE HISTORY {table.sql_name}{limit_clause}")
 
 
 def read_table(spark: SparkSession, table: TableRef) -> DataFrame:
@@ -73,12 +88,12 @@ def read_table(spark: SparkSession, table: TableRef) -> DataFrame:
 
 def create_table(spark: SparkSession, table: TableRef) -> None:
     """Create one contract table, with its schema and properties, if it does not exist."""
-    schema = spark.createDataFrame([], SCHEMAS[table.key]).schema
-    builder = DeltaTable.createIfNotExists(spark).addColumns(schema)
-    builder = builder.location(table.path) if table.path is not None else builder.tableName(table.qualified_name)
-    for key, value in PROPERTIES.get(table.key, {}).items():
-        builder = builder.property(key, value)
-    builder.execute()
+    pairs = ", ".join(
+        f"'{key}' = '{value}'" for key, value in PROPERTIES.get(table.key, {}).items()
+    )
+    properties = f" TBLPROPERTIES ({pairs})" if pairs else ""
+    columns = SCHEMAS[table.key]
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql_name} ({columns}) USING DELTA{properties}")
 
 
 def register_tables(spark: SparkSession, config: Config) -> None:
@@ -87,15 +102,19 @@ def register_tables(spark: SparkSession, config: Config) -> None:
         return
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.schema)}")
     for table in config.tables():
-        if table.path is not None and DeltaTable.isDeltaTable(spark, table.path):
+        if table.path is not None and table_exists(spark, table):
             location = table.path.replace("'", "\\'")
-            spark.sql(f"CREATE TABLE IF NOT EXISTS {table.qualified_name} USING DELTA LOCATION '{location}'")
+            spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {table.qualified_name} USING DELTA LOCATION '{location}'"
+            )
 
 
 def ensure_tables(spark: SparkSession, config: Config) -> None:
     """Create every contract table that is missing and register them all by name."""
     if config.uses_unity_catalog:
-        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.catalog or '', config.schema)}")
+        spark.sql(
+            f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.catalog or '', config.schema)}"
+        )
     for table in config.tables():
         create_table(spark, table)
     register_tables(spark, config)

@@ -60,19 +60,28 @@ def test_reruns_process_only_new_files_and_late_events_update_their_windows(spar
     bronze_before = read_table(spark, config.table("bronze/events")).count()
 
     # A second delivery: very late events (a year back), and re-sent copies of old events.
-    old_lines = Path(sorted((landing / "events").glob("events-11-0000*.json"))[0]).read_text().splitlines()
+    old_lines = (
+        Path(sorted((landing / "events").glob("events-11-0000*.json"))[0]).read_text().splitlines()
+    )
     late = [
         '{"event_id": "late-1", "event_type": "purchase", "user_id": "c00001", "product_id": "p0001", "revenue": 10, "event_timestamp": "2025-11-20T10:15:00Z"}',
         '{"event_id": "late-2", "event_type": "view", "user_id": "c00002", "product_id": "p0001", "event_timestamp": "2025-11-20T10:59:59.999+00:00"}',
     ]
     write_file_atomically(str(landing / "events"), "second.json", late + old_lines[:50])
     report = run_available_now(spark, config)
-    assert report.table("bronze/events").rows_out == len([x for x in late + old_lines[:50] if x.strip()])
-    assert read_table(spark, config.table("bronze/events")).count() == bronze_before + report.table("bronze/events").rows_out
+    assert report.table("bronze/events").rows_out == len(
+        [x for x in late + old_lines[:50] if x.strip()]
+    )
+    assert (
+        read_table(spark, config.table("bronze/events")).count()
+        == bronze_before + report.table("bronze/events").rows_out
+    )
     assert_lake_matches(spark, config, expected_from(landing))
     late_window = (
         read_table(spark, config.table("gold/hourly_product_metrics"))
         .where("product_id = 'p0001' AND window_start = TIMESTAMP '2025-11-20 10:00:00'")
         .collect()
     )
-    assert [(r.views, r.purchases, float(r.revenue), r.unique_users) for r in late_window] == [(1, 1, 10.0, 2)]
+    assert [(r.views, r.purchases, float(r.revenue), r.unique_users) for r in late_window] == [
+        (1, 1, 10.0, 2)
+    ]

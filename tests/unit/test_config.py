@@ -10,13 +10,18 @@ from medallion.config import Config, ConfigError, DeltaSourceOptions, validate_i
 def test_local_paths_and_registered_names():
     cfg = Config(landing="/l/", lake="/lake/")
     assert cfg.table("bronze/events").path == "/lake/bronze/events"
-    assert cfg.table("gold/hourly_product_metrics").qualified_name == "`medallion`.`gold_hourly_product_metrics`"
+    assert (
+        cfg.table("gold/hourly_product_metrics").qualified_name
+        == "`medallion`.`gold_hourly_product_metrics`"
+    )
     assert cfg.checkpoint("silver_events") == "/lake/_checkpoints/silver_events"
     assert cfg.landing_dir("events") == "/l/events"
 
 
 def test_unity_catalog_names():
-    cfg = Config(landing="/Volumes/main/m/landing", lake="/Volumes/main/m/lake", catalog="main", schema="m")
+    cfg = Config(
+        landing="/Volumes/main/m/landing", lake="/Volumes/main/m/lake", catalog="main", schema="m"
+    )
     table = cfg.table("silver/events")
     assert table.path is None
     assert table.sql_name == "`main`.`m`.`silver_events`"
@@ -36,7 +41,9 @@ def test_unknown_table_is_a_clear_error():
 
 
 def test_delta_source_options():
-    opts = DeltaSourceOptions(starting_version=3, max_files_per_trigger=1, with_event_time_order=True)
+    opts = DeltaSourceOptions(
+        starting_version=3, max_files_per_trigger=1, with_event_time_order=True
+    )
     assert opts.as_options() == {
         "startingVersion": "3",
         "maxFilesPerTrigger": "1",

@@ -10,7 +10,12 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from medallion.transforms.bronze import to_bronze
-from medallion.transforms.silver import deduplicate_events, quarantined_events, valid_events, validate_events
+from medallion.transforms.silver import (
+    deduplicate_events,
+    quarantined_events,
+    valid_events,
+    validate_events,
+)
 
 GOOD = {
     "event_id": '"e1"',
@@ -28,7 +33,9 @@ def line(**overrides: str | None) -> str:
 
 
 def reasons(spark, *lines: str) -> list[str | None]:
-    df = spark.createDataFrame([(x, "f", None) for x in lines], "value string, _source_file string, _ingested_at timestamp")
+    df = spark.createDataFrame(
+        [(x, "f", None) for x in lines], "value string, _source_file string, _ingested_at timestamp"
+    )
     validated = validate_events(to_bronze(df))
     return [row.reason for row in validated.collect()]
 
@@ -44,11 +51,20 @@ def reasons(spark, *lines: str) -> list[str | None]:
         (line(product_id='"  "'), "product_id is empty"),
         (line(event_type='"refund"'), "unknown event_type: refund"),
         (line(event_timestamp='"2026-11-20T13:45:12"'), "event_timestamp has no time zone"),
-        (line(event_timestamp='"tomorrow"'), "event_timestamp is not an ISO-8601 timestamp with a zone: tomorrow"),
-        (line(event_timestamp='"2026-13-45T00:00:00Z"'), "event_timestamp is not an ISO-8601 timestamp with a zone: 2026-13-45T00:00:00Z"),
+        (
+            line(event_timestamp='"tomorrow"'),
+            "event_timestamp is not an ISO-8601 timestamp with a zone: tomorrow",
+        ),
+        (
+            line(event_timestamp='"2026-13-45T00:00:00Z"'),
+            "event_timestamp is not an ISO-8601 timestamp with a zone: 2026-13-45T00:00:00Z",
+        ),
         (line(revenue=None), "purchase without revenue"),
         (line(revenue="-1"), "revenue is negative"),
-        (line(revenue="1.23456"), "revenue does not fit decimal(18,4) (at most 14 integer and 4 decimal digits)"),
+        (
+            line(revenue="1.23456"),
+            "revenue does not fit decimal(18,4) (at most 14 integer and 4 decimal digits)",
+        ),
         (line(revenue="1e400"), "revenue is not a finite number"),
         (line(revenue="true"), "revenue must be a number, got boolean"),
         (line(category="[1]"), "category must be a string, got array"),
@@ -87,9 +103,18 @@ def test_valid_events_have_typed_utc_columns(spark):
         [(line(event_timestamp='"2026-11-20T13:45:12.123456+05:30"'), "f1", None)],
         "value string, _source_file string, _ingested_at timestamp",
     )
-    got = valid_events(validate_events(to_bronze(df))).select("event_id", "revenue", "event_timestamp", "event_date")
+    got = valid_events(validate_events(to_bronze(df))).select(
+        "event_id", "revenue", "event_timestamp", "event_date"
+    )
     expected = spark.createDataFrame(
-        [("e1", Decimal("12.5000"), dt.datetime(2026, 11, 20, 8, 15, 12, 123456), dt.date(2026, 11, 20))],
+        [
+            (
+                "e1",
+                Decimal("12.5000"),
+                dt.datetime(2026, 11, 20, 8, 15, 12, 123456),
+                dt.date(2026, 11, 20),
+            )
+        ],
         "event_id string, revenue decimal(18,4), event_timestamp timestamp, event_date date",
     )
     assertDataFrameEqual(got, expected)
@@ -97,30 +122,77 @@ def test_valid_events_have_typed_utc_columns(spark):
 
 def test_bronze_keeps_every_non_blank_line_and_strips_crlf(spark):
     df = spark.createDataFrame(
-        [(line() + "\r", "f"), ("", "f"), ("  \t", "f"), ("garbage", "f")], "value string, _source_file string"
+        [(line() + "\r", "f"), ("", "f"), ("  \t", "f"), ("garbage", "f")],
+        "value string, _source_file string",
     ).withColumn("_ingested_at", F.current_timestamp())
     bronze = to_bronze(df)
     assertDataFrameEqual(
         bronze.select("event_id", "revenue", "_raw"),
-        spark.createDataFrame([("e1", "12.5", line()), (None, None, "garbage")], "event_id string, revenue string, _raw string"),
+        spark.createDataFrame(
+            [("e1", "12.5", line()), (None, None, "garbage")],
+            "event_id string, revenue string, _raw string",
+        ),
     )
 
 
 def test_quarantine_keeps_the_raw_line_and_reason(spark):
-    df = spark.createDataFrame([("oops", "f", None)], "value string, _source_file string, _ingested_at timestamp")
+    df = spark.createDataFrame(
+        [("oops", "f", None)], "value string, _source_file string, _ingested_at timestamp"
+    )
     got = quarantined_events(validate_events(to_bronze(df))).select("reason", "_raw")
-    assertDataFrameEqual(got, spark.createDataFrame([("malformed JSON: not parseable", "oops")], "reason string, _raw string"))
+    assertDataFrameEqual(
+        got,
+        spark.createDataFrame(
+            [("malformed JSON: not parseable", "oops")], "reason string, _raw string"
+        ),
+    )
 
 
 def test_deduplicate_keeps_the_first_arrival(spark):
     rows = [
-        ("e1", "view", "u1", "p1", None, None, dt.datetime(2026, 1, 1), dt.date(2026, 1, 1), dt.datetime(2026, 1, 2), "b"),
-        ("e1", "view", "u1", "p1", None, None, dt.datetime(2026, 1, 1), dt.date(2026, 1, 1), dt.datetime(2026, 1, 1), "a"),
-        ("e2", "view", "u2", "p1", None, None, dt.datetime(2026, 1, 1), dt.date(2026, 1, 1), dt.datetime(2026, 1, 3), "c"),
+        (
+            "e1",
+            "view",
+            "u1",
+            "p1",
+            None,
+            None,
+            dt.datetime(2026, 1, 1),
+            dt.date(2026, 1, 1),
+            dt.datetime(2026, 1, 2),
+            "b",
+        ),
+        (
+            "e1",
+            "view",
+            "u1",
+            "p1",
+            None,
+            None,
+            dt.datetime(2026, 1, 1),
+            dt.date(2026, 1, 1),
+            dt.datetime(2026, 1, 1),
+            "a",
+        ),
+        (
+            "e2",
+            "view",
+            "u2",
+            "p1",
+            None,
+            None,
+            dt.datetime(2026, 1, 1),
+            dt.date(2026, 1, 1),
+            dt.datetime(2026, 1, 3),
+            "c",
+        ),
     ]
     schema = (
         "event_id string, event_type string, user_id string, product_id string, category string, "
         "revenue decimal(18,4), event_timestamp timestamp, event_date date, _ingested_at timestamp, _source_file string"
     )
     got = deduplicate_events(spark.createDataFrame(rows, schema)).select("event_id", "_source_file")
-    assertDataFrameEqual(got, spark.createDataFrame([("e1", "a"), ("e2", "c")], "event_id string, _source_file string"))
+    assertDataFrameEqual(
+        got,
+        spark.createDataFrame([("e1", "a"), ("e2", "c")], "event_id string, _source_file string"),
+    )

@@ -18,7 +18,15 @@ def test_hourly_metrics_count_types_sum_purchase_revenue_and_distinct_users(spar
     events = spark.createDataFrame(
         [
             ("1", "view", "u1", "p1", None, t, d),
-            ("2", "view", "u1", "p1", Decimal("3"), t, d),  # a view's revenue is not purchase revenue
+            (
+                "2",
+                "view",
+                "u1",
+                "p1",
+                Decimal("3"),
+                t,
+                d,
+            ),  # a view's revenue is not purchase revenue
             ("3", "add_to_cart", "u2", "p1", None, t.replace(minute=59, second=59), d),
             ("4", "purchase", "u2", "p1", Decimal("10.25"), t, d),
             ("5", "purchase", "u3", "p1", Decimal("0.7500"), t, d),

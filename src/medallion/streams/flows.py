@@ -23,8 +23,18 @@ from medallion.streams.sinks import (
 from medallion.streams.sources import delta_stream, input_lines
 from medallion.tables import read_table
 from medallion.transforms.bronze import to_bronze
-from medallion.transforms.gold import HOURLY_KEYS, affected_hours, hourly_product_metrics, with_hour_window
-from medallion.transforms.silver import deduplicate_events, quarantined_events, valid_events, validate_events
+from medallion.transforms.gold import (
+    HOURLY_KEYS,
+    affected_hours,
+    hourly_product_metrics,
+    with_hour_window,
+)
+from medallion.transforms.silver import (
+    deduplicate_events,
+    quarantined_events,
+    valid_events,
+    validate_events,
+)
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,9 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
             with idempotent_writes(spark, app_id, batch_id):
                 if invalid_count:
                     append_batch(quarantined_events(validated), quarantine)
-                merge_insert_new(spark, silver, deduplicate_events(valid_events(validated)), ["event_id"])
+                merge_insert_new(
+                    spark, silver, deduplicate_events(valid_events(validated)), ["event_id"]
+                )
         finally:
             validated.unpersist()
 
@@ -77,7 +89,9 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
 def _start_silver_events(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
     checkpoint = config.checkpoint("silver_events")
     source = delta_stream(spark, config.table("bronze/events"), config.delta_source)
-    return start_foreach_batch(source, silver_events_batch(config, checkpoint), checkpoint, trigger, "silver_events")
+    return start_foreach_batch(
+        source, silver_events_batch(config, checkpoint), checkpoint, trigger, "silver_events"
+    )
 
 
 def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
@@ -114,7 +128,11 @@ def _start_gold_hourly(spark: SparkSession, config: Config, trigger: Trigger) ->
     checkpoint = config.checkpoint("gold_hourly_product_metrics")
     source = delta_stream(spark, config.table("silver/events"), config.delta_source)
     return start_foreach_batch(
-        source, gold_hourly_batch(config, checkpoint), checkpoint, trigger, "gold_hourly_product_metrics"
+        source,
+        gold_hourly_batch(config, checkpoint),
+        checkpoint,
+        trigger,
+        "gold_hourly_product_metrics",
     )
 
 

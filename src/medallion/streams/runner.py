@@ -15,7 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.config import Config
 from medallion.streams.flows import FLOWS, Flow, flows_by_layer
 from medallion.streams.sinks import Trigger
-from medallion.tables import delta_table, ensure_tables, read_table, table_exists
+from medallion.tables import ensure_tables, history, read_table, table_exists
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +48,14 @@ class RunReport:
 
     def render(self) -> str:
         """A fixed-width text table for the terminal."""
-        header = f"{'table':<32}{'rows in':>10}{'rows out':>10}{'quarantined':>13}{'total rows':>12}"
+        header = (
+            f"{'table':<32}{'rows in':>10}{'rows out':>10}{'quarantined':>13}{'total rows':>12}"
+        )
         lines = [header, "-" * len(header)]
         for t in self.tables:
-            lines.append(f"{t.table:<32}{t.rows_in:>10}{t.rows_out:>10}{t.quarantined:>13}{t.total_rows:>12}")
+            lines.append(
+                f"{t.table:<32}{t.rows_in:>10}{t.rows_out:>10}{t.quarantined:>13}{t.total_rows:>12}"
+            )
         return "\n".join(lines)
 
 
@@ -77,18 +81,20 @@ def _versions(spark: SparkSession, config: Config) -> dict[str, int]:
     out = {}
     for table in config.tables():
         if table_exists(spark, table):
-            out[table.key] = delta_table(spark, table).history(1).collect()[0]["version"]
+            out[table.key] = history(spark, table, 1).collect()[0]["version"]
     return out
 
 
 def _rows_written(spark: SparkSession, config: Config, key: str, since: int) -> int:
     """Rows inserted or updated in a table by the commits after version ``since``."""
-    rows = delta_table(spark, config.table(key)).history().where(f"version > {int(since)}").collect()
+    rows = history(spark, config.table(key)).where(f"version > {int(since)}").collect()
     total = 0
     for row in rows:
         metrics = row["operationMetrics"] or {}
         if row["operation"] == "MERGE":
-            total += int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))
+            total += int(metrics.get("numTargetRowsInserted", 0)) + int(
+                metrics.get("numTargetRowsUpdated", 0)
+            )
         elif row["operation"] in ("WRITE", "STREAMING UPDATE"):
             total += int(metrics.get("numOutputRows", 0))
     return total
@@ -101,11 +107,13 @@ def _summarize(
     rows_in: dict[str, int] = {}
     for name, query in queries.items():
         progress = query.recentProgress
-        report.batches[name] = len([p for p in progress if p.numInputRows or p.batchId >= 0])
+        report.batches[name] = len(progress)
         rows_in[name] = sum(p.numInputRows for p in progress)
     for flow in FLOWS:
         for key in flow.writes:
-            summary = TableSummary(key, rows_in=rows_in.get(flow.name, 0))
+            # A flow's input counts once, against its main table, not its side outputs.
+            primary = key == flow.writes[0]
+            summary = TableSummary(key, rows_in=rows_in.get(flow.name, 0) if primary else 0)
             summary.rows_out = _rows_written(spark, config, key, before.get(key, -1))
             summary.total_rows = read_table(spark, config.table(key)).count()
             report.tables.append(summary)
@@ -122,7 +130,9 @@ def _prepare(spark: SparkSession, config: Config) -> None:
             os.makedirs(path, exist_ok=True)
 
 
-def run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, ...] = FLOWS) -> RunReport:
+def run_available_now(
+    spark: SparkSession, config: Config, flows: tuple[Flow, ...] = FLOWS
+) -> RunReport:
     """Process everything that has landed, layer by layer, and return the run's summary."""
     _prepare(spark, config)
     before = _versions(spark, config)
@@ -171,15 +181,17 @@ def run_streaming(
     try:
         for flow in flows:
             log.info("starting %s (every %ss)", flow.name, config.trigger_interval_seconds)
-            running.append((flow, flow.start(spark, config, trigger)))
+            try:
+                running.append((flow, flow.start(spark, config, trigger)))
+            except PySparkException as error:
+                raise describe_failure(flow, config, error) from error
         while not stop.wait(0.5):
             for flow, query in running:
                 if not query.isActive:
                     error = query.exception()
-                    raise describe_failure(flow, config, error or RuntimeError("stopped unexpectedly"))
-    except PySparkException as error:
-        failed = running[-1][0] if running else flows[0]
-        raise describe_failure(failed, config, error) from error
+                    raise describe_failure(
+                        flow, config, error or RuntimeError("stopped unexpectedly")
+                    )
     finally:
         for _, query in running:
             if query.isActive:

@@ -36,5 +36,13 @@ def hourly_product_metrics(events: DataFrame) -> DataFrame:
             F.count_distinct("user_id").alias("unique_users"),
         )
         .withColumn("window_end", F.col("window_start") + F.expr("INTERVAL 1 HOUR"))
-        .select(*HOURLY_KEYS, "window_end", "views", "add_to_carts", "purchases", "revenue", "unique_users")
+        .select(
+            *HOURLY_KEYS,
+            "window_end",
+            "views",
+            "add_to_carts",
+            "purchases",
+            "revenue",
+            "unique_users",
+        )
     )

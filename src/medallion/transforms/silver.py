@@ -35,11 +35,24 @@ def validate_events(bronze: DataFrame) -> DataFrame:
     """Bronze rows plus ``reason`` (NULL for a valid event) and the typed silver columns."""
     doc = F.col("_doc")
     with_doc = bronze.withColumn("_doc", parse_json_line(F.col("_raw")))
-    text = {name: as_string(json_field(doc, name)) for name in ("event_id", "event_type", "user_id", "product_id", "category", "event_timestamp")}
+    text = {
+        name: as_string(json_field(doc, name))
+        for name in (
+            "event_id",
+            "event_type",
+            "user_id",
+            "product_id",
+            "category",
+            "event_timestamp",
+        )
+    }
     timestamp = parse_event_timestamp(text["event_timestamp"])
     return with_doc.select(
         event_reason(F.col("_raw"), doc).alias("reason"),
-        *[text[name].alias(name) for name in ("event_id", "event_type", "user_id", "product_id", "category")],
+        *[
+            text[name].alias(name)
+            for name in ("event_id", "event_type", "user_id", "product_id", "category")
+        ],
         revenue_amount(json_field(doc, "revenue")).cast(REVENUE_TYPE).alias("revenue"),
         timestamp.alias("event_timestamp"),
         F.to_date(timestamp).alias("event_date"),
@@ -61,5 +74,7 @@ def quarantined_events(validated: DataFrame) -> DataFrame:
 
 def deduplicate_events(events: DataFrame) -> DataFrame:
     """One row per ``event_id``: the first to arrive (then by file and content, for determinism)."""
-    first = Window.partitionBy("event_id").orderBy("_ingested_at", "_source_file", "event_timestamp", "event_type", "user_id", "product_id")
+    first = Window.partitionBy("event_id").orderBy(
+        "_ingested_at", "_source_file", "event_timestamp", "event_type", "user_id", "product_id"
+    )
     return events.withColumn("_rank", F.row_number().over(first)).where("_rank = 1").drop("_rank")

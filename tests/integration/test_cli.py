@@ -1,0 +1,32 @@
+"""The CLI's failure messages: short, on stderr, naming what failed and where."""
+
+from __future__ import annotations
+
+from processes import run_medallion
+
+from medallion.generate import generate
+from medallion.streams.runner import run_available_now
+
+
+def test_a_broken_checkpoint_fails_with_a_message_naming_the_stream(spark, config, dirs):
+    landing, lake = dirs
+    generate(str(landing), events=100, customers=0, files=1, seed=1)
+    run_available_now(spark, config)
+    offsets = lake / "_checkpoints" / "silver_events" / "offsets" / "0"
+    offsets.write_text("this is not an offset log\n")
+    generate(str(landing), events=50, customers=0, files=1, seed=2)
+
+    result = run_medallion("run", "--landing", str(landing), "--lake", str(lake))
+    assert result.returncode == 1
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith("medallion run: failed: stream 'silver_events'")
+    assert "_checkpoints/silver_events" in message
+    assert len(message) < 1200
+
+
+def test_bad_arguments_exit_2_with_a_clear_message(tmp_path):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    result = run_medallion("generate", "--landing", str(not_a_folder), "--events", "1")
+    assert result.returncode == 2
+    assert result.stderr.startswith("medallion generate: error:")

@@ -1,0 +1,59 @@
+"""Run the real ``medallion`` CLI in its own process group, and kill it like a crash would."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MEDALLION = str(Path(sys.executable).with_name("medallion"))
+
+
+def start_medallion(*args: str, log_path: Path) -> subprocess.Popen:
+    """Start ``medallion ARGS`` in a new session (its own process group), logging to a file."""
+    log = open(log_path, "ab")  # noqa: SIM115 - the process owns it until it exits
+    return subprocess.Popen(
+        [MEDALLION, *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def run_medallion(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``medallion ARGS`` to completion and capture its output."""
+    return subprocess.run([MEDALLION, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the whole process group (the Python driver and its JVM), as a power cut would."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+
+
+def batch_in_flight(checkpoint: Path) -> bool:
+    """True when the stream has planned a batch (offsets written) that it has not committed."""
+    offsets, commits = checkpoint / "offsets", checkpoint / "commits"
+    if not offsets.is_dir():
+        return False
+    planned = {p.name for p in offsets.iterdir() if p.name.isdigit()}
+    done = {p.name for p in commits.iterdir() if p.name.isdigit()} if commits.is_dir() else set()
+    return bool(planned - done)
+
+
+def committed_batches(checkpoint: Path) -> int:
+    """How many batches the stream has committed."""
+    commits = checkpoint / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
