@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO   ?= build/demo
 
-.PHONY: setup demo test lint format clean
+.PHONY: setup demo kafka-demo test lint format clean
 
 setup: $(STAMP)
 
@@ -20,6 +20,11 @@ demo: setup
 	$(BIN)/medallion generate --landing $(DEMO)/landing --events 5000 --files 8 --seed 7
 	$(BIN)/medallion run --landing $(DEMO)/landing --lake $(DEMO)/lake
 	$(BIN)/medallion show --lake $(DEMO)/lake --layer gold
+
+# The same pipeline fed from Kafka: a local broker (jars from Maven Central; needs java and mvn),
+# generated events and customer changes produced to topics, a run, gold printed, broker stopped.
+kafka-demo: setup
+	$(BIN)/python tests/kafka_broker.py demo --workdir build/kafka-demo --events 5000
 
 test: setup
 	$(BIN)/python -m pytest

@@ -20,6 +20,7 @@ import argparse
 import atexit
 import base64
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -382,19 +383,35 @@ def produce(
     return [results[n] for n in range(count)]
 
 
+def _customer_key(line: str) -> str | None:
+    """The customer id of a change record, its Kafka key (None when it has none)."""
+    try:
+        value = json.loads(line).get("customer_id")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def _demo(args: argparse.Namespace) -> int:
-    """Broker -> generated events on a topic -> medallion run --source kafka -> gold."""
-    from medallion.generate import generate_event_lines
+    """Broker -> generated events and customer changes on topics -> medallion run -> gold."""
+    from medallion.generate import generate_customer_lines, generate_event_lines
 
     workdir = Path(args.workdir).resolve()
     shutil.rmtree(workdir, ignore_errors=True)
     medallion = [sys.executable, "-m", "medallion.cli"]
     with KafkaBroker(workdir / "broker") as broker:
         print(f"Kafka broker (KRaft) on {broker.bootstrap}, jars in {broker.libs}")
-        broker.create_topic("events", partitions=args.partitions)
-        lines = [line for line in generate_event_lines(args.events, args.seed) if line.strip()]
-        produce(broker.bootstrap, "events", lines)
-        print(f"produced {len(lines)} records to topic 'events' ({args.partitions} partitions)")
+        events = [line for line in generate_event_lines(args.events, args.seed) if line.strip()]
+        changes = list(generate_customer_lines(args.customers, args.seed))
+        for topic, lines, keys in (
+            ("events", events, None),
+            ("customers", changes, [_customer_key(line) for line in changes]),
+        ):
+            broker.create_topic(topic, partitions=args.partitions)
+            produce(broker.bootstrap, topic, lines, keys=keys)
+            print(
+                f"produced {len(lines)} records to topic {topic!r} ({args.partitions} partitions)"
+            )
         run = [*medallion, "run", "--source", "kafka", "--kafka-bootstrap", broker.bootstrap]
         run += ["--lake", str(workdir / "lake")]
         if args.max_offsets_per_trigger:
@@ -428,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="broker, generated events, pipeline run, gold, stop")
     demo.add_argument("--workdir", default=str(ROOT / "build" / "kafka-demo"))
     demo.add_argument("--events", type=int, default=5000)
+    demo.add_argument("--customers", type=int, default=200)
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--partitions", type=int, default=3)
     demo.add_argument("--max-offsets-per-trigger", type=int, default=2000)

@@ -58,3 +58,40 @@ def assert_lake_matches(spark, config: Config, expected: Expected) -> None:
     }
     assert len(gold) == len(got_gold)
     assert got_gold == expected.gold
+
+
+def assert_customers_match(spark, config: Config, expected) -> None:
+    """bronze/silver/quarantine of customers equal the oracle's computation exactly."""
+    from oracle import CUSTOMER_STATE_FIELDS
+
+    assert read_table(spark, config.table("bronze/customers")).count() == expected.bronze_lines
+    rows = read_table(spark, config.table("silver/customers")).collect()
+    got = {row.customer_id: {f: row[f] for f in CUSTOMER_STATE_FIELDS} for row in rows}
+    assert len(got) == len(rows), "silver/customers holds a customer twice"
+    want = {cid: {f: c[f] for f in CUSTOMER_STATE_FIELDS} for cid, c in expected.state.items()}
+    assert got == want
+    quarantine = read_table(spark, config.table("silver/customers_quarantine")).collect()
+    assert Counter(r._raw for r in quarantine) == Counter(expected.quarantined)
+    assert all(r.reason for r in quarantine)
+
+
+def assert_change_feed_audited(spark, config: Config) -> None:
+    """gold/customer_changes holds every change of silver/customers' feed, exactly once."""
+    silver = config.table("silver/customers")
+    feed = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", 0)
+        .load(silver.path)
+    )
+    audit = read_table(spark, config.table("gold/customer_changes"))
+    assert Counter(tuple(r) for r in audit.collect()) == Counter(
+        tuple(r) for r in feed.select(*audit.columns).collect()
+    )
+
+
+def daily_revenue(spark, config: Config) -> dict:
+    rows = read_table(spark, config.table("gold/daily_revenue_by_country")).collect()
+    return {
+        (r.event_date, r.country): {"revenue": r.revenue, "purchases": r.purchases} for r in rows
+    }

@@ -161,3 +161,110 @@ def expected_from(landing: Path) -> Expected:
 
 def as_date(value) -> date:
     return value if isinstance(value, date) else date.fromisoformat(str(value))
+
+
+OPERATIONS = {"INSERT", "UPDATE", "DELETE"}
+OPERATION_RANK = {"INSERT": 1, "UPDATE": 2, "DELETE": 3}
+CUSTOMER_STATE_FIELDS = (
+    "customer_id",
+    "name",
+    "email",
+    "country",
+    "segment",
+    "sequence_num",
+    "updated_at",
+    "operation",
+)
+
+
+def _strict_object(line: str):
+    try:
+        doc = json.loads(
+            line.lstrip("\ufeff"),
+            object_pairs_hook=_no_duplicates,
+            parse_float=Decimal,
+            parse_constant=_reject_constant,
+        )
+    except (ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def customer_change(line: str) -> dict | None:
+    """The change as a dict when the line is a valid customer change, else None."""
+    doc = _strict_object(line)
+    if doc is None:
+        return None
+    customer_id = doc.get("customer_id")
+    if not isinstance(customer_id, str) or BLANK.fullmatch(customer_id):
+        return None
+    for key in ("name", "email", "country", "segment"):
+        if doc.get(key) is not None and not isinstance(doc[key], str):
+            return None
+    if doc.get("operation") not in OPERATIONS:
+        return None
+    sequence = doc.get("sequence_num")
+    if (
+        isinstance(sequence, bool)
+        or not isinstance(sequence, int)
+        or not -(2**63) <= sequence < 2**63
+    ):
+        return None
+    updated_at = (
+        parse_timestamp(doc["updated_at"]) if isinstance(doc.get("updated_at"), str) else None
+    )
+    if updated_at is None:
+        return None
+    change = {
+        key: doc.get(key)
+        for key in ("customer_id", "name", "email", "country", "segment", "operation")
+    }
+    change.update(sequence_num=sequence, updated_at=updated_at.replace(tzinfo=None))
+    return change
+
+
+def change_key(change: dict) -> tuple:
+    return (change["sequence_num"], OPERATION_RANK[change["operation"]], change["updated_at"])
+
+
+@dataclass
+class ExpectedCustomers:
+    bronze_lines: int = 0
+    state: dict[str, dict] = field(default_factory=dict)
+    quarantined: list[str] = field(default_factory=list)
+
+
+def expected_customers(landing: Path) -> ExpectedCustomers:
+    """The current customer state: each customer's newest change, unless it is a DELETE."""
+    result = ExpectedCustomers()
+    folder = landing / "customers"
+    lines = read_lines(folder) if folder.exists() else []
+    result.bronze_lines = len(lines)
+    newest: dict[str, dict] = {}
+    for _, line in lines:
+        change = customer_change(line)
+        if change is None:
+            result.quarantined.append(line)
+        elif change["customer_id"] not in newest or change_key(change) > change_key(
+            newest[change["customer_id"]]
+        ):
+            newest[change["customer_id"]] = change
+    result.state = {cid: c for cid, c in newest.items() if c["operation"] != "DELETE"}
+    return result
+
+
+def expected_daily_revenue(
+    silver: dict[str, dict], countries: dict[str, str | None]
+) -> dict[tuple, dict]:
+    """Revenue and purchases per (event_date, country), each purchase under its customer's country."""
+    out: dict[tuple, dict] = {}
+    for event in silver.values():
+        if event["event_type"] != "purchase":
+            continue
+        country = countries.get(event["user_id"]) or "unknown"
+        row = out.setdefault(
+            (event["event_date"], country), {"revenue": Decimal("0.0000"), "purchases": 0}
+        )
+        row["revenue"] += event["revenue"]
+        row["purchases"] += 1
+    return out

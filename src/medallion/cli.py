@@ -71,10 +71,24 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch")
     kafka.add_argument("--kafka-secret-scope", help="Databricks secret scope of the credentials")
 
+    changes = sub.add_parser("changes", help="read a table's Change Data Feed (batch)")
+    changes.add_argument("--lake", required=True)
+    changes.add_argument("--table", default="silver/customers", help="for example silver/customers")
+    start = changes.add_mutually_exclusive_group(required=True)
+    start.add_argument("--from-version", type=int)
+    start.add_argument("--from-timestamp", help="ISO-8601, for example 2026-11-20T10:00:00Z")
+    changes.add_argument("--to-version", type=int)
+    changes.add_argument("--to-timestamp")
+    changes.add_argument("--rows", type=int, default=50)
+
     show = sub.add_parser("show", help="print tables of the lake")
     show.add_argument("--lake", required=True)
     show.add_argument("--layer", choices=("bronze", "silver", "gold"), default="gold")
     show.add_argument("--rows", type=int, default=20)
+
+    from medallion.bundle.jobs import add_job_parser
+
+    add_job_parser(sub)  # medallion job list | run: the bundle's jobs (docs/bundle.md)
     return parser
 
 
@@ -87,7 +101,13 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         invalid=args.invalid_rate,
         malformed=args.malformed_rate,
     )
-    written = generate(args.landing, args.events, args.customers, args.files, args.seed, faults)
+    from medallion.bundle.workspace import generate_to_volume, needs_files_api
+
+    if needs_files_api(args.landing):  # a Unity Catalog volume, from off Databricks: the SDK
+        sizes = {"events": args.events, "customers": args.customers, "files": args.files}
+        written = generate_to_volume(None, args.landing, **sizes, seed=args.seed, faults=faults)
+    else:
+        written = generate(args.landing, args.events, args.customers, args.files, args.seed, faults)
     for dataset, paths in written.items():
         print(f"{dataset}: {len(paths)} files in {args.landing}/{dataset}")
     return 0
@@ -136,6 +156,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_changes(args: argparse.Namespace) -> int:
+    from medallion.changes import read_changes
+    from medallion.session import get_spark
+
+    config = Config(landing=os.path.abspath(args.lake), lake=os.path.abspath(args.lake))
+    changes = read_changes(
+        get_spark(),
+        config,
+        args.table,
+        from_version=args.from_version,
+        to_version=args.to_version,
+        from_timestamp=args.from_timestamp,
+        to_timestamp=args.to_timestamp,
+    )
+    ordered = changes.orderBy("_commit_version", "_change_type")
+    print(f"{ordered.count()} changes")
+    ordered.show(args.rows, truncate=False)
+    return 0
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
     from medallion.session import get_spark
     from medallion.tables import read_table, table_exists
@@ -152,7 +192,17 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"generate": _cmd_generate, "run": _cmd_run, "show": _cmd_show}
+def _cmd_job(args: argparse.Namespace) -> int:
+    from medallion.bundle.jobs import cmd_job
+
+    return cmd_job(args)
+
+
+COMMANDS = {
+    "generate": _cmd_generate,
+    "run": _cmd_run,
+    "changes": _cmd_changes,
+    "show": _cmd_show, "job": _cmd_job}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -160,6 +160,12 @@ TABLES: dict[str, tuple[str, str]] = {
     "silver/events": ("silver", "events"),
     "silver/events_quarantine": ("silver", "events_quarantine"),
     "gold/hourly_product_metrics": ("gold", "hourly_product_metrics"),
+    "bronze/customers": ("bronze", "customers"),
+    "silver/customers": ("silver", "customers"),
+    "silver/customer_tombstones": ("silver", "customer_tombstones"),
+    "silver/customers_quarantine": ("silver", "customers_quarantine"),
+    "gold/customer_changes": ("gold", "customer_changes"),
+    "gold/daily_revenue_by_country": ("gold", "daily_revenue_by_country"),
 }
 
 
@@ -185,6 +191,8 @@ class Config:
     kafka: KafkaSourceOptions = field(default_factory=KafkaSourceOptions)
     max_files_per_trigger: int | None = None
     delta_source: DeltaSourceOptions = field(default_factory=DeltaSourceOptions)
+    # Per-stream overrides of ``delta_source``, keyed by stream (query) name.
+    delta_source_overrides: dict[str, DeltaSourceOptions] = field(default_factory=dict)
     trigger_interval_seconds: float = 5.0
     # How long to wait for in-flight batches when a streaming run is asked to stop.
     stop_timeout_seconds: float = 120.0
@@ -214,6 +222,10 @@ class Config:
     def with_options(self, **changes: object) -> Config:
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+    def source_options(self, stream_name: str) -> DeltaSourceOptions:
+        """The Delta source options of one Delta-to-Delta stream."""
+        return self.delta_source_overrides.get(stream_name, self.delta_source)
 
     def table(self, key: str) -> TableRef:
         """The :class:`TableRef` of a contract table, for example ``table("silver/events")``."""

@@ -31,22 +31,42 @@ BLANK_PATTERN = r"^[ \t\n\x0B\f\r]*$"
 
 @dataclass(frozen=True)
 class FieldRule:
-    """One input field: its name, JSON kind and whether it must be present."""
+    """One input field: its name, kind, whether it must be present, and its allowed values.
+
+    Kinds: ``string``, ``money`` (a JSON number >= 0 that fits DECIMAL(18,4)), ``integer``
+    (a JSON integer that fits BIGINT) and ``timestamp`` (an ISO-8601 string with a zone).
+    """
 
     name: str
-    kind: str  # "string", "number" or "timestamp"
+    kind: str
     required: bool
+    allowed: tuple[str, ...] = ()
 
 
 EVENT_FIELDS: tuple[FieldRule, ...] = (
     FieldRule("event_id", "string", True),
-    FieldRule("event_type", "string", True),
+    FieldRule("event_type", "string", True, EVENT_TYPES),
     FieldRule("user_id", "string", True),
     FieldRule("product_id", "string", True),
     FieldRule("category", "string", False),
-    FieldRule("revenue", "number", False),
+    FieldRule("revenue", "money", False),
     FieldRule("event_timestamp", "timestamp", True),
 )
+
+OPERATIONS = ("INSERT", "UPDATE", "DELETE")
+
+CUSTOMER_FIELDS: tuple[FieldRule, ...] = (
+    FieldRule("customer_id", "string", True),
+    FieldRule("name", "string", False),
+    FieldRule("email", "string", False),
+    FieldRule("country", "string", False),
+    FieldRule("segment", "string", False),
+    FieldRule("operation", "string", True, OPERATIONS),
+    FieldRule("sequence_num", "integer", True),
+    FieldRule("updated_at", "timestamp", True),
+)
+
+_JSON_KIND_OF = {"string": "string", "timestamp": "string", "money": "number", "integer": "number"}
 
 
 def strip_bom(raw: Column) -> Column:
@@ -130,38 +150,49 @@ def _field_checks(doc: Column, rule: FieldRule) -> list[Column]:
     value = json_field(doc, rule.name)
     kind = json_kind(value)
     missing = value.isNull() | (kind == "null")
+    expected = _JSON_KIND_OF[rule.kind]
+    well_typed = ~missing & (kind == expected)
+    text = as_string(value)
     checks: list[Column] = []
     if rule.required:
         checks.append(_check(missing, f"missing field: {rule.name}"))
-    expected = "number" if rule.kind == "number" else "string"
-    wrong_type = ~missing & (kind != expected)
+    noun = "an integer" if rule.kind == "integer" else f"a {expected}"
     checks.append(
-        _check(wrong_type, F.concat(F.lit(f"{rule.name} must be a {expected}, got "), kind))
+        _check(~missing & (kind != expected), F.concat(F.lit(f"{rule.name} must be {noun}, got "), kind))
     )
-    text = as_string(value)
-    well_typed = ~missing & (kind == expected)
     if rule.kind == "string" and rule.required:
         checks.append(_check(well_typed & is_blank(text), f"{rule.name} is empty"))
+    if rule.allowed:
+        checks.append(
+            _check(
+                well_typed & ~is_blank(text) & ~text.isin(*rule.allowed),
+                F.concat(F.lit(f"unknown {rule.name}: "), F.substring(text, 1, 64)),
+            )
+        )
     if rule.kind == "timestamp":
-        parsed = parse_event_timestamp(text)
         no_zone = text.rlike(NO_ZONE_PATTERN)
         checks.append(_check(well_typed & no_zone, f"{rule.name} has no time zone"))
         checks.append(
             _check(
-                well_typed & ~no_zone & parsed.isNull(),
+                well_typed & ~no_zone & parse_event_timestamp(text).isNull(),
                 F.concat(
                     F.lit(f"{rule.name} is not an ISO-8601 timestamp with a zone: "),
                     F.substring(text, 1, 64),
                 ),
             )
         )
-    if rule.kind == "number":
+    if rule.kind == "integer":
+        checks.append(
+            _check(
+                well_typed & integer_value(value).isNull(),
+                F.concat(F.lit(f"{rule.name} must be an integer, got "), F.substring(text, 1, 64)),
+            )
+        )
+    if rule.kind == "money":
         as_double = F.try_variant_get(value, "$", "double")
         not_finite = as_double.isNull() | F.isnan(as_double) | (F.abs(as_double) == float("inf"))
         checks.append(_check(well_typed & not_finite, f"{rule.name} is not a finite number"))
-        checks.append(
-            _check(well_typed & ~not_finite & (as_double < 0), f"{rule.name} is negative")
-        )
+        checks.append(_check(well_typed & ~not_finite & (as_double < 0), f"{rule.name} is negative"))
         checks.append(
             _check(
                 well_typed & ~not_finite & (as_double >= 0) & ~revenue_is_exact(value),
@@ -171,36 +202,50 @@ def _field_checks(doc: Column, rule: FieldRule) -> list[Column]:
     return checks
 
 
-def event_reason(raw: Column, doc: Column) -> Column:
-    """Why a raw event line is not a valid event, or NULL when it is valid.
+def integer_value(value: Column) -> Column:
+    """A JSON integer as BIGINT; NULL for fractions (``1.5``, ``1.0``), exponents and overflow."""
+    return F.when(F.schema_of_variant(value) == "BIGINT", F.try_variant_get(value, "$", "bigint"))
 
-    ``doc`` is ``parse_json_line(raw)``, computed once by the caller. Every failed rule is
-    listed, separated by ``"; "``, so a record with a missing user and a string revenue says both.
-    """
-    body = F.trim(strip_bom(raw))
+
+def _structural_reason(raw: Column, doc: Column) -> Column:
+    """Why the line is not one JSON object at all, or NULL."""
     keys = F.json_object_keys(strip_bom(raw))
     not_json = doc.isNull()
-    top_kind = json_kind(doc)
-    structural = (
+    return (
         F.when(
             not_json & keys.isNotNull() & (F.size(keys) != F.size(F.array_distinct(keys))),
             F.lit("malformed JSON: duplicate key in object"),
         )
         .when(not_json, F.lit("malformed JSON: not parseable"))
-        .when(~body.startswith("{"), F.concat(F.lit("not a JSON object: got "), top_kind))
-    )
-    event_type = as_string(json_field(doc, "event_type"))
-    type_kind = json_kind(json_field(doc, "event_type"))
-    revenue = json_field(doc, "revenue")
-    revenue_missing = revenue.isNull() | (json_kind(revenue) == "null")
-    known_type = event_type.isin(*EVENT_TYPES)
-    content = [c for rule in EVENT_FIELDS for c in _field_checks(doc, rule)]
-    content.append(
-        _check(
-            (type_kind == "string") & ~is_blank(event_type) & ~known_type,
-            F.concat(F.lit("unknown event_type: "), F.substring(event_type, 1, 64)),
+        .when(
+            ~F.trim(strip_bom(raw)).startswith("{"),
+            F.concat(F.lit("not a JSON object: got "), json_kind(doc)),
         )
     )
-    content.append(_check((event_type == "purchase") & revenue_missing, "purchase without revenue"))
+
+
+def record_reason(
+    raw: Column, doc: Column, fields: tuple[FieldRule, ...], extra: tuple[Column, ...] = ()
+) -> Column:
+    """Why a raw line breaks its contract, or NULL when it is valid.
+
+    ``doc`` is ``parse_json_line(raw)``, computed once by the caller. Every failed rule is
+    listed, separated by ``"; "``, so a record with a missing key and a wrong type says both.
+    """
+    content = [c for rule in fields for c in _field_checks(doc, rule)] + list(extra)
     content_reason = F.array_join(F.array_compact(F.array(*content)), "; ")
-    return F.coalesce(structural, F.nullif(content_reason, F.lit("")))
+    return F.coalesce(_structural_reason(raw, doc), F.nullif(content_reason, F.lit("")))
+
+
+def event_reason(raw: Column, doc: Column) -> Column:
+    """Why a raw event line is not a valid event, or NULL when it is valid."""
+    revenue = json_field(doc, "revenue")
+    revenue_missing = revenue.isNull() | (json_kind(revenue) == "null")
+    is_purchase = as_string(json_field(doc, "event_type")) == "purchase"
+    no_revenue = _check(is_purchase & revenue_missing, "purchase without revenue")
+    return record_reason(raw, doc, EVENT_FIELDS, (no_revenue,))
+
+
+def customer_reason(raw: Column, doc: Column) -> Column:
+    """Why a raw customer change line is not a valid change, or NULL when it is valid."""
+    return record_reason(raw, doc, CUSTOMER_FIELDS)

@@ -108,12 +108,17 @@ def local_builder(
     from pyspark.sql import SparkSession
 
     resolved = local_packages(packages)
+    master = master or os.environ.get("MEDALLION_SPARK_MASTER", "local[*]")
     builder = (
         SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("MEDALLION_SPARK_MASTER", "local[*]"))
+        .master(master)
         .config("spark.jars.packages", ",".join(resolved))
         .config("spark.driver.memory", os.environ.get("MEDALLION_DRIVER_MEMORY", "2g"))
     )
+    if master.startswith("local"):
+        # Everything runs in this one JVM: keep the driver's ports on the loopback interface.
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1")
     if any(p.startswith(f"{_BUNDLED_GROUP}:") for p in resolved):
         # Consulted after Maven Central, for medallion's own POMs only.
         builder = builder.config("spark.jars.repositories", BUNDLED_MAVEN_REPOSITORY.as_uri())

@@ -18,6 +18,16 @@ KAFKA_METADATA = (
     "_kafka_topic STRING, _kafka_partition INT, _kafka_offset BIGINT, _kafka_timestamp TIMESTAMP"
 )
 
+_BRONZE_CUSTOMER_FIELDS = (
+    "customer_id STRING, name STRING, email STRING, country STRING, segment STRING, "
+    "operation STRING, sequence_num STRING, updated_at STRING"
+)
+_CUSTOMER_STATE = (
+    "customer_id STRING NOT NULL, name STRING, email STRING, country STRING, segment STRING, "
+    "sequence_num BIGINT NOT NULL, updated_at TIMESTAMP, operation STRING, "
+    "_ingested_at TIMESTAMP, _source_file STRING"
+)
+
 SCHEMAS: dict[str, str] = {
     "bronze/events": f"{_BRONZE_EVENT_FIELDS}, {_INGEST_METADATA}, {KAFKA_METADATA}",
     "silver/events": (
@@ -35,6 +45,24 @@ SCHEMAS: dict[str, str] = {
         "views BIGINT NOT NULL, add_to_carts BIGINT NOT NULL, purchases BIGINT NOT NULL, "
         "revenue DECIMAL(28,4) NOT NULL, unique_users BIGINT NOT NULL"
     ),
+    "bronze/customers": f"{_BRONZE_CUSTOMER_FIELDS}, {_INGEST_METADATA}, {KAFKA_METADATA}",
+    "silver/customers": _CUSTOMER_STATE,
+    "silver/customer_tombstones": (
+        "customer_id STRING NOT NULL, sequence_num BIGINT NOT NULL, updated_at TIMESTAMP, "
+        "_ingested_at TIMESTAMP"
+    ),
+    "silver/customers_quarantine": (
+        "customer_id STRING, reason STRING NOT NULL, _raw STRING, _source_file STRING, "
+        "_ingested_at TIMESTAMP"
+    ),
+    "gold/customer_changes": (
+        f"{_CUSTOMER_STATE}, _change_type STRING NOT NULL, _commit_version BIGINT NOT NULL, "
+        "_commit_timestamp TIMESTAMP NOT NULL"
+    ),
+    "gold/daily_revenue_by_country": (
+        "event_date DATE NOT NULL, country STRING NOT NULL, revenue DECIMAL(28,4) NOT NULL, "
+        "purchases BIGINT NOT NULL"
+    ),
 }
 
 # Streaming tables take many small commits: let Delta compact and size files as it writes.
@@ -48,6 +76,12 @@ PROPERTIES: dict[str, dict[str, str]] = {
     "silver/events": dict(_STREAMING_WRITE_PROPERTIES),
     "silver/events_quarantine": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
     "gold/hourly_product_metrics": dict(_STREAMING_WRITE_PROPERTIES),
+    "bronze/customers": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
+    "silver/customers": {**_STREAMING_WRITE_PROPERTIES, "delta.enableChangeDataFeed": "true"},
+    "silver/customer_tombstones": dict(_STREAMING_WRITE_PROPERTIES),
+    "silver/customers_quarantine": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
+    "gold/customer_changes": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
+    "gold/daily_revenue_by_country": dict(_STREAMING_WRITE_PROPERTIES),
 }
 
 

@@ -20,6 +20,7 @@ from medallion.streams.sinks import (
     start_append,
     start_foreach_batch,
 )
+from medallion.streams import customers
 from medallion.streams.sources import delta_stream, input_lines
 from medallion.tables import read_table
 from medallion.transforms.bronze import to_bronze
@@ -88,7 +89,7 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
 
 def _start_silver_events(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
     checkpoint = config.checkpoint("silver_events")
-    source = delta_stream(spark, config.table("bronze/events"), config.delta_source)
+    source = delta_stream(spark, config.table("bronze/events"), config.source_options("silver_events"))
     return start_foreach_batch(
         source, silver_events_batch(config, checkpoint), checkpoint, trigger, "silver_events"
     )
@@ -126,7 +127,9 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
 
 def _start_gold_hourly(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
     checkpoint = config.checkpoint("gold_hourly_product_metrics")
-    source = delta_stream(spark, config.table("silver/events"), config.delta_source)
+    source = delta_stream(
+        spark, config.table("silver/events"), config.source_options("gold_hourly_product_metrics")
+    )
     return start_foreach_batch(
         source,
         gold_hourly_batch(config, checkpoint),
@@ -135,6 +138,37 @@ def _start_gold_hourly(spark: SparkSession, config: Config, trigger: Trigger) ->
         "gold_hourly_product_metrics",
     )
 
+
+CUSTOMER_FLOWS: tuple[Flow, ...] = (
+    Flow(
+        "bronze_customers",
+        "bronze",
+        "landing/customers",
+        ("bronze/customers",),
+        customers.start_bronze_customers,
+    ),
+    Flow(
+        "silver_customers",
+        "silver",
+        "bronze/customers",
+        ("silver/customers", "silver/customer_tombstones", "silver/customers_quarantine"),
+        customers.start_silver_customers,
+    ),
+    Flow(
+        "gold_customer_changes",
+        "gold",
+        "silver/customers (change data feed)",
+        ("gold/customer_changes",),
+        customers.start_gold_customer_changes,
+    ),
+    Flow(
+        "gold_daily_revenue_by_country",
+        "gold",
+        "silver/events + silver/customers",
+        ("gold/daily_revenue_by_country",),
+        customers.start_gold_revenue,
+    ),
+)
 
 FLOWS: tuple[Flow, ...] = (
     Flow("bronze_events", "bronze", "landing/events", ("bronze/events",), _start_bronze_events),
@@ -152,6 +186,7 @@ FLOWS: tuple[Flow, ...] = (
         ("gold/hourly_product_metrics",),
         _start_gold_hourly,
     ),
+    *CUSTOMER_FLOWS,
 )
 
 LAYERS = ("bronze", "silver", "gold")

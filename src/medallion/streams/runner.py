@@ -86,15 +86,14 @@ def _versions(spark: SparkSession, config: Config) -> dict[str, int]:
 
 
 def _rows_written(spark: SparkSession, config: Config, key: str, since: int) -> int:
-    """Rows inserted or updated in a table by the commits after version ``since``."""
+    """Rows inserted, updated or deleted in a table by the commits after version ``since``."""
     rows = history(spark, config.table(key)).where(f"version > {int(since)}").collect()
     total = 0
     for row in rows:
         metrics = row["operationMetrics"] or {}
         if row["operation"] == "MERGE":
-            total += int(metrics.get("numTargetRowsInserted", 0)) + int(
-                metrics.get("numTargetRowsUpdated", 0)
-            )
+            changed = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
+            total += sum(int(metrics.get(name, 0)) for name in changed)
         elif row["operation"] in ("WRITE", "STREAMING UPDATE"):
             total += int(metrics.get("numOutputRows", 0))
     return total
@@ -117,14 +116,17 @@ def _summarize(
             summary.rows_out = _rows_written(spark, config, key, before.get(key, -1))
             summary.total_rows = read_table(spark, config.table(key)).count()
             report.tables.append(summary)
-    silver, quarantine = report.table("silver/events"), report.table("silver/events_quarantine")
-    silver.quarantined = quarantine.rows_out
+    for main, quarantine in (
+        ("silver/events", "silver/events_quarantine"),
+        ("silver/customers", "silver/customers_quarantine"),
+    ):
+        report.table(main).quarantined = report.table(quarantine).rows_out
     return report
 
 
 def _prepare(spark: SparkSession, config: Config) -> None:
     ensure_tables(spark, config)
-    for dataset in ("events",) if config.source == "files" else ():
+    for dataset in ("events", "customers") if config.source == "files" else ():
         path = config.landing_dir(dataset)
         if "://" not in path and not path.startswith("/Volumes/"):
             os.makedirs(path, exist_ok=True)

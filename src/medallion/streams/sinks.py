@@ -11,7 +11,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import TableRef
-from medallion.tables import delta_table
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -66,29 +65,28 @@ def append_batch(df: DataFrame, table: TableRef) -> None:
         writer.saveAsTable(table.qualified_name)
 
 
+def merge_into(
+    spark: SparkSession, table: TableRef, rows: DataFrame, keys: Sequence[str], clauses: str
+) -> None:
+    """``MERGE INTO`` the table from ``rows`` on equal ``keys``.
+
+    SQL rather than ``DeltaTable.merge``, so it also runs over Spark Connect without Delta's
+    Connect plugin; it is the same MERGE command, and honours ``txnAppId``/``txnVersion`` alike.
+    """
+    condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+    statement = f"MERGE INTO {table.sql_name} AS t USING {{rows}} AS s ON {condition} {clauses}"
+    spark.sql(statement, rows=rows)
+
+
 def merge_insert_new(spark: SparkSession, table: TableRef, rows: DataFrame, keys: Sequence[str]) -> None:
     """Insert the rows whose keys are not yet in the table; rows already there are left alone."""
-    condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-    (
-        delta_table(spark, table)
-        .alias("t")
-        .merge(rows.alias("s"), condition)
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    merge_into(spark, table, rows, keys, "WHEN NOT MATCHED THEN INSERT *")
 
 
 def merge_upsert(spark: SparkSession, table: TableRef, rows: DataFrame, keys: Sequence[str]) -> None:
     """Replace the rows with matching keys and insert the others."""
-    condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-    (
-        delta_table(spark, table)
-        .alias("t")
-        .merge(rows.alias("s"), condition)
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    clauses = "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    merge_into(spark, table, rows, keys, clauses)
 
 
 def start_append(

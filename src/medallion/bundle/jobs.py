@@ -1,0 +1,602 @@
+"""The bundle's jobs: read from ``databricks.yml`` and ``resources/*.yml``, run on a laptop.
+
+:class:`Bundle` reads the same YAML the Databricks CLI deploys, resolves ``${var.x}`` (and
+``${bundle.*}``, ``${workspace.current_user.*}``, ``${workspace.file_path}``) for a target, and
+returns each job's tasks. :func:`run_job_locally` runs a job's tasks in dependency order by
+executing their real notebooks with the job's parameters against local delta-spark; tasks that
+share a job cluster share a kernel (so one Spark session), as they share a cluster on
+Databricks. A continuous job runs with available-now triggers unless ``stream`` is set, in which
+case its tasks run side by side until SIGINT or SIGTERM.
+
+The ``local`` target of ``databricks.yml`` holds the laptop's values (paths instead of Unity
+Catalog names); it is what ``medallion job run`` uses unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import getpass
+import glob
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from medallion.config import ConfigError
+
+BUNDLE_FILE = "databricks.yml"
+LOCAL_TARGET = "local"
+TRIGGER_PARAMETER = "trigger"
+_REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.\[\]-]+)\}")
+# Lists that a target's override merges item by item (by this key) instead of replacing.
+_MERGE_KEYS = {
+    "tasks": "task_key",
+    "job_clusters": "job_cluster_key",
+    "environments": "environment_key",
+    "parameters": "name",
+}
+
+
+class BundleError(ConfigError):
+    """The bundle's YAML is unusable: the message says which file, job or variable."""
+
+
+class JobFailed(RuntimeError):
+    """A task of a job run failed; the message names the task and its error."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of a job, with its paths resolved against the YAML file that names them."""
+
+    key: str
+    depends_on: tuple[str, ...]
+    notebook: Path | None
+    base_parameters: dict[str, str]
+    job_cluster_key: str | None
+    spec: dict
+
+    @property
+    def kind(self) -> str:
+        """The task's type: ``notebook_task``, ``python_wheel_task``, ..."""
+        return next((k for k in self.spec if k.endswith("_task")), "unknown")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of the bundle, resolved for a target."""
+
+    key: str
+    name: str
+    tasks: tuple[Task, ...]
+    parameters: dict[str, str]
+    continuous: bool
+    source: Path
+    spec: dict = field(repr=False)
+
+    def task(self, key: str) -> Task:
+        """The task with this key."""
+        for task in self.tasks:
+            if task.key == key:
+                return task
+        raise BundleError(f"job {self.key} has no task {key!r}")
+
+    def task_order(self) -> list[Task]:
+        """The tasks, each after all it depends on (declaration order among equals)."""
+        keys = {t.key for t in self.tasks}
+        for task in self.tasks:
+            for upstream in task.depends_on:
+                if upstream not in keys:
+                    raise BundleError(
+                        f"job {self.key}: task {task.key} depends on unknown task {upstream!r}"
+                    )
+        done: list[Task] = []
+        remaining = list(self.tasks)
+        while remaining:
+            ready = [t for t in remaining if set(t.depends_on) <= {d.key for d in done}]
+            if not ready:
+                cycle = ", ".join(t.key for t in remaining)
+                raise BundleError(f"job {self.key}: tasks {cycle} depend on each other in a cycle")
+            done.append(ready[0])
+            remaining.remove(ready[0])
+        return done
+
+
+def find_bundle_root(start: str | Path | None = None) -> Path:
+    """The folder holding ``databricks.yml``: ``MEDALLION_BUNDLE_ROOT``, else the nearest one
+    above ``start`` (the working directory), else the source tree this package runs from."""
+    explicit = os.environ.get("MEDALLION_BUNDLE_ROOT")
+    if explicit:
+        return Path(explicit).resolve()
+    here = Path(start or os.getcwd()).resolve()
+    for folder in (here, *here.parents, *Path(__file__).resolve().parents):
+        if (folder / BUNDLE_FILE).is_file():
+            return folder
+    raise BundleError(f"no {BUNDLE_FILE} found above {here}; set MEDALLION_BUNDLE_ROOT")
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise BundleError(f"{path}: not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise BundleError(f"{path}: the top level must be a mapping")
+    return data
+
+
+def _merge(base: object, override: object) -> object:
+    """``override`` laid over ``base``: mappings deeply, keyed lists item by item."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            if key in _MERGE_KEYS and isinstance(value, list) and isinstance(base.get(key), list):
+                merged[key] = _merge_list(base[key], value, _MERGE_KEYS[key])
+            else:
+                merged[key] = _merge(base.get(key), value) if key in base else value
+        return merged
+    return copy.deepcopy(override)
+
+
+def _merge_list(base: list, override: list, key: str) -> list:
+    merged = [copy.deepcopy(item) for item in base]
+    for item in override:
+        index = next((i for i, b in enumerate(merged) if b.get(key) == item.get(key)), None)
+        if index is None:
+            merged.append(copy.deepcopy(item))
+        else:
+            merged[index] = _merge(merged[index], item)
+    return merged
+
+
+class Bundle:
+    """``databricks.yml`` and the files it includes, as the Databricks CLI reads them."""
+
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root).resolve() if root else find_bundle_root()
+        self.main_file = self.root / BUNDLE_FILE
+        if not self.main_file.is_file():
+            raise BundleError(f"{self.main_file} does not exist")
+        self.config = _read_yaml(self.main_file)
+        self.files: dict[Path, dict] = {self.main_file: self.config}
+        # Which file defines each job: its relative paths are relative to that file.
+        self.job_sources: dict[str, Path] = {}
+        self.jobs_spec: dict[str, dict] = {}
+        self._collect_jobs(self.main_file, self.config)
+        for pattern in self.config.get("include") or []:
+            for name in sorted(glob.glob(str(self.root / pattern))):
+                path = Path(name).resolve()
+                data = _read_yaml(path)
+                self.files[path] = data
+                self._collect_jobs(path, data)
+
+    def _collect_jobs(self, path: Path, data: dict) -> None:
+        for key, spec in ((data.get("resources") or {}).get("jobs") or {}).items():
+            if key in self.jobs_spec:
+                raise BundleError(
+                    f"job {key} is defined in both {self.job_sources[key]} and {path}"
+                )
+            self.jobs_spec[key] = spec or {}
+            self.job_sources[key] = path
+
+    @property
+    def name(self) -> str:
+        return str((self.config.get("bundle") or {}).get("name", ""))
+
+    @property
+    def targets(self) -> dict[str, dict]:
+        return {k: v or {} for k, v in (self.config.get("targets") or {}).items()}
+
+    def declared_variables(self) -> dict[str, dict]:
+        """The variables ``databricks.yml`` declares, by name."""
+        return {k: v or {} for k, v in (self.config.get("variables") or {}).items()}
+
+    def target(self, name: str) -> dict:
+        """The settings of one target; a clear error for an unknown one."""
+        if name not in self.targets:
+            known = ", ".join(self.targets) or "none"
+            raise BundleError(f"unknown target {name!r}; targets: {known}")
+        return self.targets[name]
+
+    def variable_values(
+        self, target: str, overrides: Mapping[str, str] | None = None
+    ) -> dict[str, object]:
+        """Each variable's value for ``target``, before references are resolved.
+
+        Precedence, as with the CLI: ``overrides`` (``--var``), then ``BUNDLE_VAR_<name>``,
+        then the target's value, then the default. A lookup cannot be resolved offline and
+        leaves the value unset.
+        """
+        declared = self.declared_variables()
+        values: dict[str, object] = {k: v.get("default") for k, v in declared.items()}
+        for name, value in (self.target(target).get("variables") or {}).items():
+            if name not in declared:
+                raise BundleError(f"target {target} sets undeclared variable {name!r}")
+            if isinstance(value, dict) and ("default" in value or "lookup" in value):
+                value = value.get("default")
+            values[name] = value
+        for name in declared:
+            if f"BUNDLE_VAR_{name}" in os.environ:
+                values[name] = os.environ[f"BUNDLE_VAR_{name}"]
+        for name, value in (overrides or {}).items():
+            if name not in declared:
+                raise BundleError(f"unknown variable {name!r}; declared: {', '.join(declared)}")
+            values[name] = value
+        return values
+
+    def resolver(
+        self,
+        target: str,
+        overrides: Mapping[str, str] | None = None,
+        user_name: str | None = None,
+    ) -> Callable[[object, str], object]:
+        """A function that substitutes ``${...}`` references in a value for ``target``."""
+        raw = self.variable_values(target, overrides)
+        user_name = user_name or getpass.getuser()
+        known = {
+            "bundle.name": self.name,
+            "bundle.target": target,
+            "workspace.current_user.userName": user_name,
+            "workspace.current_user.short_name": short_name(user_name),
+            "workspace.file_path": str(self.root),
+        }
+        resolved: dict[str, object] = {}
+
+        def variable(name: str, where: str, stack: tuple[str, ...]) -> object:
+            if name not in raw:
+                raise BundleError(f"{where}: ${{var.{name}}} is not declared under variables")
+            if name in stack:
+                raise BundleError(f"variables refer to each other in a cycle: {' -> '.join(stack)}")
+            if name not in resolved:
+                if raw[name] is None:
+                    raise BundleError(
+                        f"{where}: variable {name} has no value for target {target} "
+                        f"(give it one with --var {name}=... or BUNDLE_VAR_{name})"
+                    )
+                resolved[name] = substitute(raw[name], f"variable {name}", (*stack, name))
+            return resolved[name]
+
+        def lookup(reference: str, where: str, stack: tuple[str, ...]) -> object | None:
+            if reference.startswith("var."):
+                return variable(reference[4:], where, stack)
+            return known.get(reference)
+
+        def substitute(value: object, where: str, stack: tuple[str, ...] = ()) -> object:
+            if isinstance(value, dict):
+                return {k: substitute(v, f"{where}.{k}", stack) for k, v in value.items()}
+            if isinstance(value, list):
+                return [substitute(v, f"{where}[{i}]", stack) for i, v in enumerate(value)]
+            if not isinstance(value, str):
+                return value
+            whole = _REFERENCE.fullmatch(value)
+            if whole:
+                found = lookup(whole.group(1), where, stack)
+                return value if found is None else found
+
+            def one(match: re.Match) -> str:
+                found = lookup(match.group(1), where, stack)
+                return match.group(0) if found is None else str(found)
+
+            return _REFERENCE.sub(one, value)
+
+        return lambda value, where: substitute(value, where)
+
+    def job_specs(self, target: str) -> dict[str, dict]:
+        """Each job's raw settings with the target's overrides merged in (unresolved)."""
+        overrides = (self.target(target).get("resources") or {}).get("jobs") or {}
+        specs = {key: copy.deepcopy(spec) for key, spec in self.jobs_spec.items()}
+        for key, spec in overrides.items():
+            specs[key] = _merge(specs.get(key, {}), spec or {})
+        return specs
+
+    def jobs(
+        self,
+        target: str = LOCAL_TARGET,
+        overrides: Mapping[str, str] | None = None,
+        user_name: str | None = None,
+    ) -> dict[str, Job]:
+        """Every job, resolved for ``target``, by key."""
+        resolve = self.resolver(target, overrides, user_name)
+        jobs = {}
+        for key, raw in self.job_specs(target).items():
+            spec = resolve(raw, f"jobs.{key}")
+            source = self.job_sources.get(key, self.main_file)
+            jobs[key] = _job(key, spec, source)
+        return jobs
+
+    def job(self, key: str, target: str = LOCAL_TARGET, **kwargs: object) -> Job:
+        """One job, resolved for ``target``; a clear error naming the known jobs."""
+        jobs = self.jobs(target, **kwargs)  # type: ignore[arg-type]
+        if key not in jobs:
+            raise BundleError(f"unknown job {key!r}; jobs: {', '.join(jobs) or 'none'}")
+        return jobs[key]
+
+    def deployed_name(self, job: Job, target: str, user_name: str) -> str:
+        """The job's name in the workspace: development mode prefixes ``[dev <short name>]``."""
+        settings = self.target(target)
+        prefix = (settings.get("presets") or {}).get("name_prefix")
+        if prefix is None and settings.get("mode") == "development":
+            prefix = f"[dev {short_name(user_name)}] "
+        return f"{prefix or ''}{job.name}"
+
+
+def short_name(user_name: str) -> str:
+    """The CLI's short name of a user: the part before ``@``, lowercase, ``_`` for the rest.
+
+    >>> short_name("Jane.Doe@example.com")
+    'jane_doe'
+    """
+    return re.sub(r"[^a-z0-9_]", "_", user_name.split("@", 1)[0].lower())
+
+
+def _job(key: str, spec: dict, source: Path) -> Job:
+    tasks = []
+    for raw in spec.get("tasks") or []:
+        notebook_task = raw.get("notebook_task") or {}
+        notebook = notebook_task.get("notebook_path")
+        tasks.append(
+            Task(
+                key=str(raw.get("task_key")),
+                depends_on=tuple(str(d.get("task_key")) for d in raw.get("depends_on") or []),
+                notebook=(source.parent / notebook).resolve() if notebook else None,
+                base_parameters={
+                    str(k): "" if v is None else str(v)
+                    for k, v in (notebook_task.get("base_parameters") or {}).items()
+                },
+                job_cluster_key=raw.get("job_cluster_key"),
+                spec=raw,
+            )
+        )
+    parameters = {
+        str(p["name"]): "" if p.get("default") is None else str(p.get("default"))
+        for p in spec.get("parameters") or []
+    }
+    return Job(
+        key=key,
+        name=str(spec.get("name") or key),
+        tasks=tuple(tasks),
+        parameters=parameters,
+        continuous="continuous" in spec,
+        source=source,
+        spec=spec,
+    )
+
+
+# --- running a job on this machine -----------------------------------------------------------
+
+
+@dataclass
+class TaskRun:
+    """How one task of a local run went: SUCCESS, FAILED or SKIPPED."""
+
+    key: str
+    state: str
+    seconds: float = 0.0
+    error: str | None = None
+    output: Path | None = None
+    text: str = ""
+
+
+def task_parameters(job: Job, task: Task, params: Mapping[str, str]) -> dict[str, str]:
+    """A task's parameters: its base parameters, with the job parameters over them (as on
+    Databricks, where a job parameter overrides a task parameter of the same name)."""
+    return {**task.base_parameters, **job.parameters, **params}
+
+
+def run_job_locally(
+    job: Job,
+    params: Mapping[str, str] | None = None,
+    *,
+    stream: bool = False,
+    output_dir: str | Path | None = None,
+    kernels: object | None = None,
+    echo: Callable[[str], None] = print,
+    timeout: float | None = None,
+) -> list[TaskRun]:
+    """Run ``job``'s tasks here, in dependency order, and raise :class:`JobFailed` if one fails.
+
+    ``params`` override the job's parameters. A task whose upstream failed is skipped, as on
+    Databricks; the others still run. ``kernels`` (a :class:`~medallion.bundle.notebooks.Kernels`)
+    lets several runs share kernels; by default each run starts and stops its own.
+    """
+    from medallion.bundle.notebooks import Kernels
+
+    params = dict(params or {})
+    if stream and not job.continuous:
+        raise BundleError(f"job {job.key} is not continuous: --stream applies to continuous jobs")
+    if job.continuous and TRIGGER_PARAMETER in job.parameters:
+        params.setdefault(TRIGGER_PARAMETER, "processing_time" if stream else "available_now")
+    unsupported = [t.key for t in job.tasks if t.notebook is None]
+    if unsupported:
+        raise BundleError(
+            f"job {job.key}: tasks {', '.join(unsupported)} are not notebook tasks; "
+            "only notebook tasks run locally"
+        )
+    missing = [f"{t.key} ({t.notebook})" for t in job.tasks if not t.notebook.is_file()]
+    if missing:
+        raise BundleError(f"job {job.key}: notebooks not found for {', '.join(missing)}")
+    order = job.task_order()
+    own = kernels is None
+    log = Path(output_dir) / "kernels.log" if output_dir else None
+    pool = Kernels(log_path=log) if own else kernels
+    try:
+        if stream:
+            runs = _run_side_by_side(job, order, params, pool, output_dir, echo)
+        else:
+            runs = _run_in_order(job, order, params, pool, output_dir, echo, timeout)
+    finally:
+        if own:
+            pool.close()
+    failed = [r for r in runs if r.state == "FAILED"]
+    if failed:
+        skipped = [r.key for r in runs if r.state == "SKIPPED"]
+        tail = f"; skipped: {', '.join(skipped)}" if skipped else ""
+        first = failed[0]
+        raise JobFailed(f"job {job.key}: task {first.key} failed: {first.error}{tail}")
+    return runs
+
+
+def _run_task(job, task, params, pool, output_dir, timeout, kernel_key=None) -> TaskRun:
+    from medallion.bundle.notebooks import execute_notebook
+
+    output = Path(output_dir) / f"{task.key}.ipynb" if output_dir else None
+    result = execute_notebook(
+        task.notebook,
+        task_parameters(job, task, params),
+        pool,
+        kernel_key=kernel_key or task.job_cluster_key or "default",
+        output_path=output,
+        timeout=timeout,
+    )
+    state = "SUCCESS" if result.ok else "FAILED"
+    return TaskRun(task.key, state, result.seconds, result.error, output, result.text)
+
+
+def _report(run: TaskRun, echo: Callable[[str], None]) -> None:
+    echo(f"task {run.key}: {run.state} in {run.seconds:.1f} s")
+    for line in run.text.rstrip().splitlines():
+        echo(f"  {line}")
+    if run.error:
+        echo(f"  error: {run.error}")
+
+
+def _run_in_order(job, order, params, pool, output_dir, echo, timeout) -> list[TaskRun]:
+    runs: dict[str, TaskRun] = {}
+    for task in order:
+        blocked = [d for d in task.depends_on if runs[d].state != "SUCCESS"]
+        if blocked:
+            runs[task.key] = TaskRun(task.key, "SKIPPED", error=f"upstream {blocked[0]} failed")
+            echo(f"task {task.key}: SKIPPED (upstream {', '.join(blocked)} did not succeed)")
+            continue
+        echo(f"task {task.key}: running {task.notebook.name}")
+        runs[task.key] = _run_task(job, task, params, pool, output_dir, timeout)
+        _report(runs[task.key], echo)
+    return list(runs.values())
+
+
+def _run_side_by_side(job, order, params, pool, output_dir, echo) -> list[TaskRun]:
+    """Every task at once, each on its own kernel, until SIGINT or SIGTERM interrupts them."""
+    from medallion.bundle.notebooks import Kernels
+
+    kernels = Kernels(pool.kernel_name, pool.env, log_path=pool.log_path)
+    runs: dict[str, TaskRun] = {}
+    stopping = threading.Event()
+
+    def run(task: Task) -> None:
+        runs[task.key] = _run_task(job, task, params, kernels, output_dir, None, task.key)
+
+    def request_stop(signum: int, _frame: object) -> None:
+        echo(f"received {signal.Signals(signum).name}: stopping every task after its batch")
+        stopping.set()
+        kernels.interrupt_all()
+
+    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    threads = [threading.Thread(target=run, args=(t,), name=t.key) for t in order]
+    try:
+        for thread in threads:
+            echo(f"task {thread.name}: streaming (stop with Ctrl-C or SIGTERM)")
+            thread.start()
+        while any(t.is_alive() for t in threads):
+            time.sleep(0.2)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        kernels.close()
+    for task in order:
+        _report(runs[task.key], echo)
+    return [runs[t.key] for t in order]
+
+
+# --- the command line: medallion job list | run ----------------------------------------------
+
+
+def _pairs(values: Sequence[str] | None, what: str) -> dict[str, str]:
+    out = {}
+    for item in values or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise BundleError(f"{what} takes NAME=VALUE, not {item!r}")
+        out[name] = value
+    return out
+
+
+def add_job_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``medallion job list`` and ``medallion job run`` to the CLI's subcommands."""
+    job = subparsers.add_parser("job", help="list the bundle's jobs, or run one (here or deployed)")
+    job.add_argument("--bundle", help="folder of databricks.yml (default: found from here)")
+    actions = job.add_subparsers(dest="job_command", required=True)
+    listing = actions.add_parser("list", help="one line per job: its key, then its tasks")
+    listing.add_argument("--target", default=LOCAL_TARGET, help="bundle target (default: local)")
+    run = actions.add_parser("run", help="run a job: its notebooks here, or a deployed job")
+    run.add_argument("job_key", help="the job's key in resources/*.yml")
+    run.add_argument(
+        "--target",
+        default=LOCAL_TARGET,
+        help="local (default): run the notebooks here; another target: run the deployed job",
+    )
+    run.add_argument("--stream", action="store_true", help="continuous jobs: run until stopped")
+    run.add_argument("--var", action="append", metavar="NAME=VALUE", help="set a bundle variable")
+    run.add_argument("--param", action="append", metavar="NAME=VALUE", help="set a job parameter")
+    run.add_argument("--landing", help="local runs: the landing folder (sets var landing)")
+    run.add_argument("--lake", help="local runs: the lake folder (sets var lake)")
+    run.add_argument("--output", help="local runs: folder for the executed notebooks")
+    run.add_argument("--profile", help="deployed runs: Databricks CLI profile")
+    run.add_argument("--job-id", type=int, help="deployed runs: the job's id, if not found by name")
+
+
+def cmd_job(args: argparse.Namespace) -> int:
+    """``medallion job ...``: list the jobs, or run one; returns the exit code."""
+    bundle = Bundle(args.bundle) if args.bundle else Bundle()
+    if args.job_command == "list":
+        jobs = bundle.jobs(args.target)
+        width = max((len(k) for k in jobs), default=0)
+        for key, job in jobs.items():
+            print(f"{key:<{width}}  {' '.join(t.key for t in job.task_order())}")
+        return 0
+    variables = _pairs(args.var, "--var")
+    for name in ("landing", "lake"):
+        if getattr(args, name):
+            variables[name] = os.path.abspath(getattr(args, name))
+    params = _pairs(args.param, "--param")
+    if args.target != LOCAL_TARGET:
+        return _run_deployed(bundle, args, variables, params)
+    job = bundle.job(args.job_key, args.target, overrides=variables)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    output = (
+        Path(args.output) if args.output else bundle.root / "build" / "job-runs" / job.key / stamp
+    )
+    kind = "streaming until stopped" if args.stream else "available now"
+    print(f"job {job.key} ({kind}); executed notebooks in {output}", flush=True)
+    try:
+        runs = run_job_locally(
+            job, params, stream=args.stream, output_dir=output, echo=lambda s: print(s, flush=True)
+        )
+    except JobFailed as failure:
+        print(f"medallion job run: {failure}", file=sys.stderr)
+        return 1
+    print(f"job {job.key}: {len(runs)} tasks succeeded")
+    return 0
+
+
+def _run_deployed(bundle: Bundle, args: argparse.Namespace, variables, params) -> int:
+    from medallion.bundle.workspace import find_job_id, run_job, workspace_client
+
+    client = workspace_client(args.profile)
+    job_id = args.job_id
+    if job_id is None:
+        user = client.current_user.me().user_name or ""
+        job = bundle.job(args.job_key, args.target, overrides=variables, user_name=user)
+        job_id = find_job_id(client, bundle.deployed_name(job, args.target, user))
+    outcome = run_job(client, job_id, params or None)
+    if not outcome.succeeded:
+        print(f"medallion job run: {outcome.describe()}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,181 @@
+"""Looking at the lake from a notebook: history, time travel, change data, stream progress, plots.
+
+Everything here reads through SQL or DataFrame reads, so it works on a cluster, over Spark
+Connect and locally alike (notebooks/explore.ipynb).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import reduce
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from medallion.config import Config, TableRef
+from medallion.streams.flows import FLOWS
+from medallion.tables import history as table_history
+from medallion.tables import read_table, table_exists
+
+CDF_PROPERTY = "delta.enableChangeDataFeed"
+
+
+def history(spark: SparkSession, table: TableRef, limit: int = 20) -> DataFrame:
+    """The table's latest commits: version, time, operation and its metrics."""
+    columns = ("version", "timestamp", "operation", "operationParameters", "operationMetrics")
+    return table_history(spark, table, limit).select(*columns)
+
+
+def as_of(spark: SparkSession, table: TableRef, version: int) -> DataFrame:
+    """The table as it was at ``version`` (time travel, ``VERSION AS OF``)."""
+    return spark.sql(f"SELECT * FROM {table.sql_name} VERSION AS OF {int(version)}")
+
+
+def rows_by_version(
+    spark: SparkSession, table: TableRef, versions: Sequence[int] | None = None
+) -> DataFrame:
+    """How many rows the table held at each version (by default its last five)."""
+    if versions is None:
+        versions = sorted(r.version for r in table_history(spark, table, 5).collect())
+    counts = [
+        as_of(spark, table, v)
+        .agg(F.count(F.lit(1)).alias("rows"))
+        .select(F.lit(v).alias("version"), "rows")
+        for v in versions
+    ]
+    return reduce(DataFrame.unionAll, counts)
+
+
+def change_feed_enabled(spark: SparkSession, table: TableRef) -> bool:
+    """True when the table records its Change Data Feed."""
+    properties = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]["properties"] or {}
+    return str(properties.get(CDF_PROPERTY, "false")).lower() == "true"
+
+
+def change_feed_tables(spark: SparkSession, config: Config) -> list[TableRef]:
+    """The tables of the lake that exist and record their Change Data Feed."""
+    return [t for t in config.tables() if table_exists(spark, t) and change_feed_enabled(spark, t)]
+
+
+def change_feed_start(spark: SparkSession, table: TableRef) -> int:
+    """The first version the Change Data Feed can be read from: where it was last turned on."""
+    start = 0
+    rows = table_history(spark, table).select("version", "operationParameters").collect()
+    for row in sorted(rows, key=lambda r: r.version):
+        properties = json.loads((row.operationParameters or {}).get("properties") or "{}")
+        if str(properties.get(CDF_PROPERTY, "")).lower() == "true":
+            start = row.version
+    return start
+
+
+def change_feed(
+    spark: SparkSession, table: TableRef, starting_version: int | None = None
+) -> DataFrame:
+    """The table's Change Data Feed from ``starting_version`` (by default, all of it): one row
+    per change with ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
+    if starting_version is None:
+        starting_version = change_feed_start(spark, table)
+    reader = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", str(int(starting_version)))
+    )
+    return reader.load(table.path) if table.path is not None else reader.table(table.qualified_name)
+
+
+def change_feed_table(spark: SparkSession, config: Config, key: str = "") -> TableRef | None:
+    """The table ``key`` (for example ``silver/customers``), or when ``key`` is empty the first
+    table of the lake that records its Change Data Feed; None when there is none."""
+    if key:
+        return config.table(key)
+    tables = change_feed_tables(spark, config)
+    return tables[0] if tables else None
+
+
+def change_counts(spark: SparkSession, table: TableRef) -> DataFrame:
+    """How many changes of each type every commit of the Change Data Feed holds."""
+    return (
+        change_feed(spark, table)
+        .groupBy("_commit_version", "_change_type")
+        .count()
+        .orderBy("_commit_version", "_change_type")
+    )
+
+
+CDF_HINT = (
+    "No table of this lake records its Change Data Feed yet. Turn it on for a table with\n"
+    "  ALTER TABLE <table> SET TBLPROPERTIES (delta.enableChangeDataFeed = true)\n"
+    "and its changes from the next commit on can be read here."
+)
+
+
+def stream_progress(spark: SparkSession, config: Config) -> DataFrame | None:
+    """Where each stream stands, read from its checkpoint: batches committed, the last batch
+    and when it committed, and the source offset it reached. None when no stream ran yet."""
+    frames = []
+    for flow in FLOWS:
+        checkpoint = config.checkpoint(flow.name)
+        try:
+            commits = spark.read.format("text").load(f"{checkpoint}/commits")
+            offsets = spark.read.format("text").load(f"{checkpoint}/offsets")
+        except AnalysisException:  # no checkpoint: the stream never ran
+            continue
+        batch = F.col("_metadata.file_name").cast("long")
+        committed = commits.select(
+            batch.alias("batch_id"), F.col("_metadata.file_modification_time").alias("at")
+        ).agg(
+            F.countDistinct("batch_id").alias("batches"),
+            F.max("batch_id").alias("last_batch_id"),
+            F.max("at").alias("last_commit_at"),
+        )
+        # An offsets file: a version line, the batch metadata, then one line per source.
+        latest = (
+            offsets.select(batch.alias("batch_id"), "value")
+            .where(~F.col("value").startswith("v") & ~F.col("value").contains("batchWatermarkMs"))
+            .groupBy("batch_id")
+            .agg(F.last("value").alias("source_offset"))
+        )
+        frames.append(
+            committed.join(latest, committed.last_batch_id == latest.batch_id, "left").select(
+                F.lit(flow.name).alias("stream"),
+                F.lit(flow.layer).alias("layer"),
+                "batches",
+                "last_batch_id",
+                "last_commit_at",
+                "source_offset",
+            )
+        )
+    return reduce(DataFrame.unionByName, frames) if frames else None
+
+
+def hourly_totals(spark: SparkSession, config: Config) -> DataFrame:
+    """Gold summed over products: views, carts, purchases and revenue per hour."""
+    gold = read_table(spark, config.table("gold/hourly_product_metrics"))
+    return (
+        gold.groupBy("window_start")
+        .agg(
+            F.sum("views").alias("views"),
+            F.sum("add_to_carts").alias("add_to_carts"),
+            F.sum("purchases").alias("purchases"),
+            F.sum("revenue").cast("double").alias("revenue"),
+        )
+        .orderBy("window_start")
+    )
+
+
+def plot_hourly_metrics(spark: SparkSession, config: Config, last_hours: int = 48):
+    """A matplotlib figure of the last ``last_hours`` hours of gold: revenue bars, purchases."""
+    import matplotlib.pyplot as plt
+
+    totals = hourly_totals(spark, config).toPandas().tail(last_hours)
+    figure, revenue_axis = plt.subplots(figsize=(10, 4))
+    revenue_axis.bar(totals["window_start"], totals["revenue"], width=1 / 24, color="tab:blue")
+    revenue_axis.set_ylabel("revenue per hour")
+    purchases_axis = revenue_axis.twinx()
+    purchases_axis.plot(totals["window_start"], totals["purchases"], color="tab:orange")
+    purchases_axis.set_ylabel("purchases per hour")
+    revenue_axis.set_title("gold/hourly_product_metrics, all products (UTC hours)")
+    figure.autofmt_xdate()
+    return figure

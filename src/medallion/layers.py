@@ -1,0 +1,326 @@
+"""What a job task or a notebook calls: run one layer's flows, or a named set of flows.
+
+A task of the bundle's jobs (``resources/*.yml``) runs one notebook, and every notebook is a
+few calls into this module::
+
+    params = notebook_params(globals())          # widgets on Databricks, variables elsewhere
+    report = run_task(params, layer="silver")    # the silver flows of FLOWS
+    print(report.render())
+
+Parameters are text, as widgets and job parameters are. :meth:`TaskParams.config` turns them
+into the one :class:`~medallion.config.Config` that decides names and paths: with ``catalog``
+set, tables are Unity Catalog names and files live in Volumes; without it, tables are paths
+under ``lake``. ``trigger=available_now`` drains what has landed and returns;
+``trigger=processing_time`` keeps the flows running until SIGINT or SIGTERM (a cancelled job
+run, or ``medallion job run --stream``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from medallion.config import Config, ConfigError, quote_identifier
+from medallion.streams.flows import FLOWS, Flow
+from medallion.streams.runner import RunReport, TableSummary, run_available_now, run_streaming
+from medallion.tables import ensure_tables
+
+log = logging.getLogger(__name__)
+
+TRIGGERS = ("available_now", "processing_time")
+FILE_SOURCES = ("auto", "files", "autoloader")
+VOLUMES_PREFIX = "/Volumes/"
+
+
+@dataclass(frozen=True)
+class TaskParams:
+    """The parameters of a pipeline task, as text (job parameters, widgets, notebook variables).
+
+    >>> TaskParams(landing="/tmp/landing", lake="/tmp/lake", flows="silver_events").flow_names
+    ('silver_events',)
+    """
+
+    catalog: str = ""
+    schema: str = "medallion"
+    landing: str = ""
+    lake: str = ""
+    checkpoint_root: str = ""
+    file_source: str = "auto"
+    trigger: str = "available_now"
+    interval_seconds: str = "10"
+    max_files_per_trigger: str = ""
+    flows: str = ""
+
+    def __post_init__(self) -> None:
+        if self.trigger not in TRIGGERS:
+            raise ConfigError(f"unknown trigger {self.trigger!r}: use {' or '.join(TRIGGERS)}")
+        if self.file_source not in FILE_SOURCES:
+            raise ConfigError(
+                f"unknown file source {self.file_source!r}: use {', '.join(FILE_SOURCES)}"
+            )
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> TaskParams:
+        """The parameters among ``values`` (other keys are ignored), as text."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: "" if v is None else str(v) for k, v in values.items() if k in names})
+
+    @property
+    def stream(self) -> bool:
+        """True when the flows keep running with processing-time triggers."""
+        return self.trigger == "processing_time"
+
+    @property
+    def flow_names(self) -> tuple[str, ...]:
+        """The flows named by ``flows`` (comma-separated), in order."""
+        return tuple(name.strip() for name in self.flows.split(",") if name.strip())
+
+    def config(self) -> Config:
+        """The Config these parameters describe; relative local paths are made absolute."""
+        try:
+            interval = float(self.interval_seconds)
+            max_files = int(self.max_files_per_trigger) if self.max_files_per_trigger else None
+        except ValueError as error:
+            raise ConfigError(f"invalid number in the task parameters: {error}") from None
+        return Config(
+            landing=_absolute(self.landing),
+            lake=_absolute(self.lake),
+            catalog=self.catalog or None,
+            schema=self.schema,
+            checkpoint_root=_absolute(self.checkpoint_root) or None,
+            file_source=resolve_file_source(self.file_source),
+            max_files_per_trigger=max_files,
+            trigger_interval_seconds=interval,
+        )
+
+
+def _absolute(path: str) -> str:
+    """A local relative path made absolute; URIs and absolute paths are kept as they are."""
+    if not path or "://" in path or path.startswith("/"):
+        return path
+    return os.path.abspath(path)
+
+
+def resolve_file_source(choice: str = "auto") -> str:
+    """The file source to read landing files with; the one place that choice is made.
+
+    ``auto`` picks Auto Loader (``cloudFiles``) on Databricks, its runtime or Databricks Connect,
+    and Spark's open-source file source everywhere else. Both read the same lines under the
+    same contract (medallion/streams/sources.py).
+    """
+    if choice != "auto":
+        return choice
+    from medallion.session import session_kind
+
+    return "autoloader" if session_kind() in ("databricks", "databricks-connect") else "files"
+
+
+def notebook_params(namespace: Mapping[str, object]) -> TaskParams:
+    """A notebook's :class:`TaskParams`: its parameter variables, overridden by widgets.
+
+    ``namespace`` is the notebook's ``globals()``. Its variables named like the parameters are
+    the local defaults (a job run outside Databricks injects its values into them). On
+    Databricks, where ``dbutils`` exists, each becomes a text widget with that default, and the
+    widget's value (the job parameter, when a job runs the notebook) wins.
+    """
+    return TaskParams.from_mapping(widget_values(namespace, [f.name for f in fields(TaskParams)]))
+
+
+def widget_values(namespace: Mapping[str, object], names: Sequence[str]) -> dict[str, str]:
+    """The values of the named notebook parameters: widgets with ``dbutils``, else variables."""
+    values = {name: str(namespace[name]) for name in names if name in namespace}
+    dbutils = namespace.get("dbutils")
+    if dbutils is not None:
+        for name, default in values.items():
+            dbutils.widgets.text(name, default)
+            values[name] = dbutils.widgets.get(name)
+    return values
+
+
+def select_flows(layer: str | None, names: Sequence[str] = ()) -> tuple[Flow, ...]:
+    """The flows to run: the named ones (which must belong to ``layer`` when it is given), or
+    every flow of ``layer``. Raises :class:`ConfigError` naming what is unknown."""
+    known = {f.name: f for f in FLOWS}
+    if names:
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ConfigError(f"unknown flows {', '.join(unknown)}; known: {', '.join(known)}")
+        elsewhere = [n for n in names if layer is not None and known[n].layer != layer]
+        if elsewhere:
+            raise ConfigError(f"flows {', '.join(elsewhere)} are not in layer {layer!r}")
+        return tuple(f for f in FLOWS if f.name in names)
+    if layer is None:
+        raise ConfigError(f"name the flows to run (comma-separated): {', '.join(known)}")
+    selected = tuple(f for f in FLOWS if f.layer == layer)
+    if not selected:
+        layers = sorted({f.layer for f in FLOWS})
+        raise ConfigError(f"no flows in layer {layer!r}; layers: {', '.join(layers)}")
+    return selected
+
+
+def volume_of(path: str) -> tuple[str, str, str] | None:
+    """``(catalog, schema, volume)`` of a ``/Volumes/...`` path, else None.
+
+    >>> volume_of("/Volumes/main/medallion/landing/events")
+    ('main', 'medallion', 'landing')
+    """
+    if not path.startswith(VOLUMES_PREFIX):
+        return None
+    parts = path[len(VOLUMES_PREFIX) :].split("/")
+    if len(parts) < 3 or not all(parts[:3]):
+        raise ConfigError(f"a volume path is /Volumes/<catalog>/<schema>/<volume>/...: {path!r}")
+    return parts[0], parts[1], parts[2]
+
+
+def landing_datasets() -> list[str]:
+    """The datasets some flow reads from landing files (``landing/<dataset>``)."""
+    return sorted({f.reads.split("/", 1)[1] for f in FLOWS if f.reads.startswith("landing/")})
+
+
+def prepare_storage(spark: SparkSession, config: Config, attempts: int = 3) -> None:
+    """Create what the flows need before they start: volumes, landing folders, tables.
+
+    Unity Catalog volumes named by the landing, lake and checkpoint paths are created if
+    missing (``CREATE VOLUME IF NOT EXISTS``). Tasks of a continuous job start together and
+    may race to create the same tables, so that step is retried.
+    """
+    paths = (config.landing, config.lake, config.checkpoint_root or "")
+    for volume in dict.fromkeys(v for v in map(volume_of, paths) if v is not None):
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(*volume[:2])}")
+        spark.sql(f"CREATE VOLUME IF NOT EXISTS {quote_identifier(*volume)}")
+    from medallion.session import session_kind
+
+    # A local folder, or a volume through its FUSE mount on a Databricks cluster.
+    local_files = volume_of(config.landing) is None or session_kind() == "databricks"
+    if local_files and "://" not in config.landing:
+        for dataset in landing_datasets():
+            os.makedirs(config.landing_dir(dataset), exist_ok=True)
+    for attempt in range(1, attempts + 1):
+        try:
+            ensure_tables(spark, config)
+            return
+        except PySparkException:
+            if attempt == attempts:
+                raise
+            log.info("creating the tables raced with another task; trying again")
+            time.sleep(attempt)
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by SIGINT or SIGTERM (from the main thread; elsewhere, never set)."""
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+
+        def request_stop(signum: int, _frame: object) -> None:
+            name = signal.Signals(signum).name
+            log.info("received %s: stopping after the batches in flight", name)
+            stop.set()
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+    return stop
+
+
+def run_flows(
+    spark: SparkSession,
+    config: Config,
+    flows: Sequence[Flow],
+    stream: bool = False,
+    stop: threading.Event | None = None,
+) -> RunReport:
+    """Run ``flows``: available-now, layer by layer; or with processing-time triggers until
+    ``stop`` is set (by default, until SIGINT or SIGTERM).
+
+    Over Spark Connect (serverless, standard access mode, Databricks Connect) every
+    ``foreachBatch`` function runs in the client's one session, so the ``txnAppId`` and
+    ``txnVersion`` confs that make its writes idempotent are not private to a stream there.
+    Available-now runs therefore run one flow at a time on such a session; a streaming run
+    with several flows is allowed but warned about (give each its own task instead).
+    """
+    prepare_storage(spark, config)
+    flows = tuple(flows)
+    connect = is_connect_session(spark)
+    if stream:
+        if connect and len(flows) > 1:
+            log.warning(
+                "%d streams share one Spark Connect session: their foreachBatch writes share "
+                "its txnAppId/txnVersion confs; run one flow per task for exactly-once writes",
+                len(flows),
+            )
+        return run_streaming(spark, config, stop or stop_on_signals(), flows)
+    if connect and len(flows) > 1:
+        return combine_reports([run_available_now(spark, config, (f,)) for f in flows])
+    return run_available_now(spark, config, flows)
+
+
+def is_connect_session(spark: SparkSession) -> bool:
+    """True for a Spark Connect session (a remote client, Databricks serverless included)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def combine_reports(reports: Sequence[RunReport]) -> RunReport:
+    """One report for several runs: rows added up, totals from the last run."""
+    combined = RunReport()
+    by_table: dict[str, TableSummary] = {}
+    for report in reports:
+        combined.batches.update(report.batches)
+        for summary in report.tables:
+            total = by_table.setdefault(summary.table, TableSummary(summary.table))
+            total.rows_in += summary.rows_in
+            total.rows_out += summary.rows_out
+            total.quarantined += summary.quarantined
+            total.total_rows = summary.total_rows
+    combined.tables = list(by_table.values())
+    return combined
+
+
+def run_task(params: TaskParams, layer: str | None, spark: SparkSession | None = None) -> RunReport:
+    """Run what one task asks for: ``params.flows`` or, when empty, every flow of ``layer``."""
+    from medallion.session import get_spark, packages_for
+
+    config = params.config()
+    flows = select_flows(layer, params.flow_names)
+    spark = spark or get_spark(packages=packages_for(config))
+    log.info("running %s (%s)", ", ".join(f.name for f in flows), params.trigger)
+    return run_flows(spark, config, flows, stream=params.stream)
+
+
+def maintain(spark: SparkSession, config: Config, vacuum_retention_hours: float = 168) -> list[str]:
+    """Compact every table (``OPTIMIZE``) and remove unreferenced old files (``VACUUM``).
+
+    A minimal maintenance task; the retention must pass Delta's safety check (7 days unless
+    that check is turned off), which keeps the files a lagging stream may still read.
+    Returns the statements it ran.
+    """
+    if vacuum_retention_hours <= 0:
+        raise ConfigError("the VACUUM retention must be positive")
+    done = []
+    prepare_storage(spark, config)
+    for table in config.tables():
+        for statement in (
+            f"OPTIMIZE {table.sql_name}",
+            f"VACUUM {table.sql_name} RETAIN {float(vacuum_retention_hours):g} HOURS",
+        ):
+            log.info("%s", statement)
+            spark.sql(statement)
+            done.append(statement)
+    return done
+
+
+def maintain_task(params: TaskParams, vacuum_retention_hours: str = "168") -> list[str]:
+    """The maintenance task: :func:`maintain` on the tables ``params`` describe."""
+    from medallion.session import get_spark
+
+    try:
+        hours = float(vacuum_retention_hours)
+    except ValueError:
+        raise ConfigError(f"invalid VACUUM retention {vacuum_retention_hours!r}") from None
+    return maintain(get_spark(), params.config(), hours)

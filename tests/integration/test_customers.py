@@ -1,0 +1,226 @@
+"""Customer changes: sequence-aware MERGE, tombstones, the CDF audit trail and enriched revenue."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+from lake_checks import (
+    assert_change_feed_audited,
+    assert_customers_match,
+    assert_lake_matches,
+    daily_revenue,
+)
+from oracle import expected_customers, expected_daily_revenue, expected_from
+from pyspark.sql import functions as F
+
+from medallion.changes import ChangeFeedError, read_changes
+from medallion.contracts import CUSTOMER_FIELDS
+from medallion.generate import generate, write_file_atomically
+from medallion.streams.customers import gold_revenue_batch, silver_customers_batch
+from medallion.streams.runner import run_available_now
+from medallion.tables import ensure_tables, read_table
+from medallion.transforms.bronze import to_bronze
+
+
+def change(cid, op, seq, country="DE", at="2026-11-01T00:00:00Z", **extra):
+    record = {
+        "customer_id": cid,
+        "name": f"n-{cid}",
+        "email": f"{cid}@x.org",
+        "country": country,
+        "segment": "smb",
+        "operation": op,
+        "sequence_num": seq,
+        "updated_at": at,
+        **extra,
+    }
+    return json.dumps(record)
+
+
+def purchase(eid, user, revenue, ts="2026-11-20T10:00:00Z"):
+    return json.dumps(
+        {
+            "event_id": eid,
+            "event_type": "purchase",
+            "user_id": user,
+            "product_id": "p1",
+            "revenue": revenue,
+            "event_timestamp": ts,
+        }
+    )
+
+
+def land(landing, name, customers=(), events=()):
+    if customers:
+        write_file_atomically(str(landing / "customers"), f"{name}.json", list(customers))
+    if events:
+        write_file_atomically(str(landing / "events"), f"{name}.json", list(events))
+
+
+def test_generated_changes_and_revenue_match_the_oracle(spark, config, dirs):
+    landing, _ = dirs
+    generate(str(landing), events=800, customers=120, files=3, seed=31)
+    run_available_now(spark, config)
+    events = expected_from(landing)
+    customers = expected_customers(landing)
+    assert_lake_matches(spark, config, events)
+    assert_customers_match(spark, config, customers)
+    assert_change_feed_audited(spark, config)
+    countries = {cid: c["country"] for cid, c in customers.state.items()}
+    assert daily_revenue(spark, config) == expected_daily_revenue(events.silver, countries)
+
+
+def test_out_of_order_duplicates_deletes_and_reinserts_across_runs(spark, config, dirs):
+    landing, _ = dirs
+    rounds = [
+        # c4's first change is an UPDATE (its INSERT never comes); c1 is re-sent.
+        [
+            change("c1", "INSERT", 1),
+            change("c1", "INSERT", 1),
+            change("c2", "INSERT", 1, "FR"),
+            change("c3", "INSERT", 1, "US"),
+            change("c4", "UPDATE", 5, "JP"),
+            change("c5", "INSERT", 1, "GB"),
+        ],
+        # Out of order inside one batch; c2 deleted.
+        [
+            change("c1", "UPDATE", 3, "IN"),
+            change("c1", "UPDATE", 2, "FR"),
+            change("c2", "DELETE", 2),
+            change("c3", "UPDATE", 2, "GB"),
+        ],
+        # Late, older changes: neither brings c2 back nor overwrites c3; c5 deleted.
+        [
+            change("c2", "UPDATE", 1, "ES"),
+            change("c3", "UPDATE", 1, "ES"),
+            change("c5", "DELETE", 4),
+        ],
+        # Re-inserts with higher sequences bring customers back; equal sequence: DELETE wins.
+        [
+            change("c5", "INSERT", 6, "NL"),
+            change("c2", "INSERT", 3, "PT"),
+            change("c4", "DELETE", 5),
+            change("c3", "INSERT", 2, "CA"),
+        ],
+    ]
+    for i, lines in enumerate(rounds):
+        land(landing, f"round-{i}", customers=lines)
+        run_available_now(spark, config)
+        assert_customers_match(spark, config, expected_customers(landing))
+    state = {
+        r.customer_id: r.country
+        for r in read_table(spark, config.table("silver/customers")).collect()
+    }
+    assert state == {"c1": "IN", "c2": "PT", "c3": "GB", "c5": "NL"}
+    assert_change_feed_audited(spark, config)
+    kinds = {
+        r._change_type for r in read_table(spark, config.table("gold/customer_changes")).collect()
+    }
+    assert kinds == {"insert", "update_preimage", "update_postimage", "delete"}
+
+
+def test_purchases_are_enriched_with_known_unknown_and_deleted_customers(spark, config, dirs):
+    landing, _ = dirs
+    land(
+        landing,
+        "r0",
+        customers=[change("c1", "INSERT", 1, "DE"), change("c2", "INSERT", 1, "FR")],
+        events=[purchase("e1", "c1", 10), purchase("e2", "c2", 5), purchase("e3", "nobody", 1.5)],
+    )
+    run_available_now(spark, config)
+    # c2 is deleted, c1 moves; a re-sent e1 is not counted again.
+    land(
+        landing,
+        "r1",
+        customers=[change("c2", "DELETE", 2), change("c1", "UPDATE", 2, "US")],
+        events=[purchase("e4", "c2", 7), purchase("e5", "c1", 1), purchase("e1", "c1", 10)],
+    )
+    run_available_now(spark, config)
+    day = read_table(spark, config.table("silver/events")).first().event_date
+    assert daily_revenue(spark, config) == {
+        (day, "DE"): {"revenue": Decimal("10.0000"), "purchases": 1},
+        (day, "FR"): {"revenue": Decimal("5.0000"), "purchases": 1},
+        (day, "US"): {"revenue": Decimal("1.0000"), "purchases": 1},
+        (day, "unknown"): {"revenue": Decimal("8.5000"), "purchases": 2},
+    }
+
+
+def _bronze_changes(spark, lines):
+    df = spark.createDataFrame([(x, "f") for x in lines], "value string, _source_file string")
+    return to_bronze(df.withColumn("_ingested_at", F.current_timestamp()), CUSTOMER_FIELDS)
+
+
+def _checkpoint(path):
+    path.mkdir(parents=True)
+    (path / "metadata").write_text('{"id": "q"}')
+    return str(path)
+
+
+def test_replayed_customer_and_revenue_batches_change_nothing(spark, config, tmp_path):
+    ensure_tables(spark, config)
+    process = silver_customers_batch(config, _checkpoint(tmp_path / "s"))
+    batch = _bronze_changes(
+        spark, [change("c1", "INSERT", 1), change("c1", "DELETE", 2), "oops"]
+    ).localCheckpoint()
+    process(batch, 0)
+    versions = (
+        read_table(spark, config.table("silver/customer_tombstones")).count(),
+        spark.sql(f"DESCRIBE HISTORY delta.`{config.table('silver/customers').path}`").count(),
+    )
+    process(batch, 0)
+    assert (
+        read_table(spark, config.table("silver/customer_tombstones")).count(),
+        spark.sql(f"DESCRIBE HISTORY delta.`{config.table('silver/customers').path}`").count(),
+    ) == versions
+    assert read_table(spark, config.table("silver/customers_quarantine")).count() == 1
+
+    revenue = gold_revenue_batch(config, _checkpoint(tmp_path / "g"))
+    events = spark.createDataFrame(
+        [("e1", "purchase", "c9", Decimal("2.5"), __import__("datetime").date(2026, 11, 20))],
+        "event_id string, event_type string, user_id string, revenue decimal(18,4), event_date date",
+    )
+    revenue(events, 0)
+    revenue(
+        events, 0
+    )  # replay after a crash: the MERGE's txnVersion is not newer, so it is skipped
+    assert [
+        (r.purchases, r.revenue)
+        for r in read_table(spark, config.table("gold/daily_revenue_by_country")).collect()
+    ] == [(1, Decimal("2.5000"))]
+
+
+def test_change_feed_reads_by_version_and_timestamp_with_clear_errors(spark, config, dirs):
+    landing, _ = dirs
+    land(landing, "r0", customers=[change("c1", "INSERT", 1), change("c2", "INSERT", 1)])
+    run_available_now(spark, config)
+    land(landing, "r1", customers=[change("c1", "UPDATE", 2, "US"), change("c2", "DELETE", 2)])
+    run_available_now(spark, config)
+    latest = spark.sql(f"DESCRIBE HISTORY delta.`{config.table('silver/customers').path}`").first()
+    by_version = read_changes(
+        spark, config, "silver/customers", from_version=latest.version, to_version=latest.version
+    )
+    assert sorted(r._change_type for r in by_version.collect()) == [
+        "delete",
+        "update_postimage",
+        "update_preimage",
+    ]
+    everything = read_changes(spark, config, "silver/customers", from_version=0)
+    assert everything.count() == 5
+    since = latest.timestamp.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    assert read_changes(spark, config, "silver/customers", from_timestamp=since).count() == 3
+
+    with pytest.raises(ChangeFeedError, match="past the latest commit"):
+        read_changes(spark, config, "silver/customers", from_version=latest.version + 1)
+    with pytest.raises(ChangeFeedError, match="after the latest commit"):
+        read_changes(spark, config, "silver/customers", from_timestamp="2999-01-01T00:00:00Z")
+    with pytest.raises(ChangeFeedError, match="not enabled"):
+        read_changes(spark, config, "silver/events", from_version=0)
+    # A table whose feed was switched on later: reading before that version is refused.
+    events = config.table("silver/events").path
+    spark.sql(f"ALTER TABLE delta.`{events}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    enabled_at = spark.sql(f"DESCRIBE HISTORY delta.`{events}`").first().version
+    with pytest.raises(ChangeFeedError, match=f"before version {enabled_at}, which enabled"):
+        read_changes(spark, config, "silver/events", from_version=0)
+    assert read_changes(spark, config, "silver/events", from_version=enabled_at).count() == 0
