@@ -36,19 +36,33 @@ def _reject_constant(name):
     raise ValueError(name)
 
 
+def read_file_lines(path: Path) -> list[str]:
+    """The non-blank lines of one file, decoded and split as Spark's text source does."""
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    lines = (line[:-1] if line.endswith("\r") else line for line in text.split("\n"))
+    return [line for line in lines if not BLANK.fullmatch(line)]
+
+
 def read_lines(directory: Path) -> list[tuple[str, str]]:
     """(file, line) for every non-blank line of the visible files, as Spark's text source reads."""
-    out = []
-    for path in sorted(directory.iterdir()):
-        if path.name.startswith((".", "_")) or not path.is_file():
-            continue
-        text = path.read_bytes().decode("utf-8", errors="replace")
-        for line in text.split("\n"):
-            if line.endswith("\r"):
-                line = line[:-1]
-            if not BLANK.fullmatch(line):
-                out.append((str(path), line))
-    return out
+    return [
+        (str(path), line)
+        for path in sorted(directory.iterdir())
+        if path.is_file() and not path.name.startswith((".", "_"))
+        for line in read_file_lines(path)
+    ]
+
+
+TIMESTAMP_LOW, TIMESTAMP_HIGH = (
+    datetime(1900, 1, 1, tzinfo=timezone.utc),
+    datetime(2200, 1, 1, tzinfo=timezone.utc),
+)
+
+
+def plausible_timestamp(text: str) -> datetime | None:
+    """The UTC datetime when the text is a valid timestamp within the contract's range."""
+    ts = parse_timestamp(text)
+    return ts if ts is not None and TIMESTAMP_LOW <= ts < TIMESTAMP_HIGH else None
 
 
 def parse_timestamp(text: str) -> datetime | None:
@@ -67,16 +81,8 @@ def parse_timestamp(text: str) -> datetime | None:
 
 def event_is_valid(line: str) -> dict | None:
     """The event as a dict of silver values when the line is a valid event, else None."""
-    try:
-        doc = json.loads(
-            line.lstrip("\ufeff"),
-            object_pairs_hook=_no_duplicates,
-            parse_float=Decimal,
-            parse_constant=_reject_constant,
-        )
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(doc, dict):
+    doc = _strict_object(line)
+    if doc is None:
         return None
     for key in ("event_id", "event_type", "user_id", "product_id"):
         value = doc.get(key)
@@ -90,7 +96,7 @@ def event_is_valid(line: str) -> dict | None:
     ts_text = doc.get("event_timestamp")
     if not isinstance(ts_text, str):
         return None
-    ts = parse_timestamp(ts_text)
+    ts = plausible_timestamp(ts_text)
     if ts is None:
         return None
     revenue = doc.get("revenue")
@@ -178,6 +184,8 @@ CUSTOMER_STATE_FIELDS = (
 
 
 def _strict_object(line: str):
+    if "\ufffd" in line:  # bytes that were not UTF-8
+        return None
     try:
         doc = json.loads(
             line.lstrip("\ufeff"),
@@ -211,7 +219,7 @@ def customer_change(line: str) -> dict | None:
     ):
         return None
     updated_at = (
-        parse_timestamp(doc["updated_at"]) if isinstance(doc.get("updated_at"), str) else None
+        plausible_timestamp(doc["updated_at"]) if isinstance(doc.get("updated_at"), str) else None
     )
     if updated_at is None:
         return None

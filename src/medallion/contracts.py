@@ -20,6 +20,12 @@ TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\
 # A date-time that would be valid but for its missing zone: ambiguous, so invalid.
 NO_ZONE_PATTERN = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$"
 
+# Timestamps outside this range are implausible for this data (and beyond what many readers of
+# the tables handle), so they are quarantined rather than given a window in year 9999.
+TIMESTAMP_RANGE = ("1900-01-01", "2200-01-01")
+
+REPLACEMENT_CHARACTER = "\ufffd"
+
 # Money is exact: DECIMAL(18, 4). A revenue with more decimals or a larger magnitude is
 # quarantined rather than silently rounded.
 REVENUE_TYPE = "decimal(18,4)"
@@ -158,7 +164,10 @@ def _field_checks(doc: Column, rule: FieldRule) -> list[Column]:
         checks.append(_check(missing, f"missing field: {rule.name}"))
     noun = "an integer" if rule.kind == "integer" else f"a {expected}"
     checks.append(
-        _check(~missing & (kind != expected), F.concat(F.lit(f"{rule.name} must be {noun}, got "), kind))
+        _check(
+            ~missing & (kind != expected),
+            F.concat(F.lit(f"{rule.name} must be {noun}, got "), kind),
+        )
     )
     if rule.kind == "string" and rule.required:
         checks.append(_check(well_typed & is_blank(text), f"{rule.name} is empty"))
@@ -181,6 +190,19 @@ def _field_checks(doc: Column, rule: FieldRule) -> list[Column]:
                 ),
             )
         )
+        parsed = parse_event_timestamp(text)
+        low, high = (F.lit(bound).cast("timestamp") for bound in TIMESTAMP_RANGE)
+        checks.append(
+            _check(
+                well_typed & ((parsed < low) | (parsed >= high)),
+                F.concat(
+                    F.lit(
+                        f"{rule.name} is out of range [{TIMESTAMP_RANGE[0]}, {TIMESTAMP_RANGE[1]}): "
+                    ),
+                    F.substring(text, 1, 64),
+                ),
+            )
+        )
     if rule.kind == "integer":
         checks.append(
             _check(
@@ -192,7 +214,9 @@ def _field_checks(doc: Column, rule: FieldRule) -> list[Column]:
         as_double = F.try_variant_get(value, "$", "double")
         not_finite = as_double.isNull() | F.isnan(as_double) | (F.abs(as_double) == float("inf"))
         checks.append(_check(well_typed & not_finite, f"{rule.name} is not a finite number"))
-        checks.append(_check(well_typed & ~not_finite & (as_double < 0), f"{rule.name} is negative"))
+        checks.append(
+            _check(well_typed & ~not_finite & (as_double < 0), f"{rule.name} is negative")
+        )
         checks.append(
             _check(
                 well_typed & ~not_finite & (as_double >= 0) & ~revenue_is_exact(value),
@@ -212,7 +236,11 @@ def _structural_reason(raw: Column, doc: Column) -> Column:
     keys = F.json_object_keys(strip_bom(raw))
     not_json = doc.isNull()
     return (
+        # The file source decodes bytes that are not UTF-8 to U+FFFD: the content is altered.
         F.when(
+            raw.contains(REPLACEMENT_CHARACTER), F.lit("invalid UTF-8: bytes replaced by U+FFFD")
+        )
+        .when(
             not_json & keys.isNotNull() & (F.size(keys) != F.size(F.array_distinct(keys))),
             F.lit("malformed JSON: duplicate key in object"),
         )

@@ -73,8 +73,6 @@ def _drain(df: DataFrame, checkpoint: Path, output_mode: str = "append") -> list
         .start()
     )
     _run(query)
-    for p in query.recentProgress:
-        print("PROGRESS", p.batchId, p.numInputRows, p.eventTime, [(o.numRowsDroppedByWatermark, o.numRowsTotal) for o in p.stateOperators])
     return batches
 
 
@@ -101,7 +99,6 @@ def test_starting_version_starts_a_new_stream_at_that_version(spark, tmp_path):
     assert _ids(from_v1) == [3, 4]  # version 0's rows are not read: no initial snapshot
     # Without the option a new stream reads the whole table (its current snapshot) first.
     assert _ids(_read(spark, table, PLAIN, tmp_path / "cp_all")) == [1, 2, 3, 4]
-
 
 
 def test_starting_version_latest_reads_only_commits_made_while_the_stream_runs(spark, tmp_path):
@@ -209,7 +206,9 @@ def _merge_upsert(spark: SparkSession, table: TableRef) -> None:
     merge_upsert(spark, table, rows, ["id"])
 
 
-@pytest.mark.parametrize("change", [_update, _delete, _merge_upsert], ids=["update", "delete", "merge"])
+@pytest.mark.parametrize(
+    "change", [_update, _delete, _merge_upsert], ids=["update", "delete", "merge"]
+)
 def test_skip_change_commits_skips_rewrites_that_otherwise_fail_the_stream(spark, tmp_path, change):
     table = _table(tmp_path, "src")
     _append(spark, table, [(1, "a"), (2, "a"), (3, "a")])
@@ -253,9 +252,9 @@ def _late_snapshot_table(spark: SparkSession, tmp_path: Path) -> TableRef:
     table = _table(tmp_path, "events")
     for hour, ids in ((12, (1, 2, 3)), (13, (4, 5, 6)), (10, (7, 8, 9))):
         rows = [(i, datetime(2026, 11, 20, hour, i)) for i in ids]
-        spark.createDataFrame(rows, EVENTS).coalesce(1).write.format("delta").mode(
-            "append"
-        ).save(table.path)
+        spark.createDataFrame(rows, EVENTS).coalesce(1).write.format("delta").mode("append").save(
+            table.path
+        )
         time.sleep(0.1)  # the initial snapshot is ordered by file modification time
     return table
 
@@ -273,10 +272,7 @@ def _counted_by_windowed_aggregation(
         .select(F.col("window.start"), "count")
     )
     latest: dict[datetime, int] = {}
-    got = _drain(counts, checkpoint, "update")
-    print("BATCHES", got)
-    print("FILES", spark.read.format("delta").load(table.path).select("id", F.col("_metadata.file_path"), F.col("_metadata.file_modification_time")).collect())
-    for batch in got:
+    for batch in _drain(counts, checkpoint, "update"):
         latest.update(dict(batch))  # update mode emits a window's new total when it changes
     return sum(latest.values())
 
@@ -284,10 +280,11 @@ def _counted_by_windowed_aggregation(
 def test_initial_snapshot_in_file_order_drops_rows_behind_the_watermark(spark, tmp_path):
     table = _late_snapshot_table(spark, tmp_path)
     one_file = DeltaSourceOptions(max_files_per_trigger=1, skip_change_commits=False)
-    # Batch 0 (12:xx) moves the watermark to 11:53; batch 1's 10:xx rows are then too late.
-    assert _counted_by_windowed_aggregation(spark, table, one_file, tmp_path / "cp_split") == 3
+    # One file per batch, in commit order: 12:xx, 13:xx, then 10:xx. By the third batch the
+    # watermark (max event time - 10 minutes) has passed 10:xx and those three rows are dropped.
+    assert _counted_by_windowed_aggregation(spark, table, one_file, tmp_path / "cp_split") == 6
     # The snapshot read in one batch drops nothing: the watermark moves only between batches.
-    assert _counted_by_windowed_aggregation(spark, table, PLAIN, tmp_path / "cp_whole") == 6
+    assert _counted_by_windowed_aggregation(spark, table, PLAIN, tmp_path / "cp_whole") == 9
 
 
 @pytest.mark.xfail(
@@ -301,7 +298,7 @@ def test_with_event_time_order_processes_the_initial_snapshot_without_drops(spar
     ordered = DeltaSourceOptions(
         max_files_per_trigger=1, with_event_time_order=True, skip_change_commits=False
     )
-    assert _counted_by_windowed_aggregation(spark, table, ordered, tmp_path / "cp") == 6
+    assert _counted_by_windowed_aggregation(spark, table, ordered, tmp_path / "cp") == 9
 
 
 # --- mergeSchema on streaming writes ---------------------------------------------------------
@@ -361,7 +358,9 @@ def test_append_complete_and_update_via_merge_outputs(spark, tmp_path):
         _stream_into(delta_stream(spark, source, PLAIN), appended, tmp_path / "cp_append")
         # complete: the whole aggregate is recomputed and overwrites the table every batch.
         query = (
-            counts().writeStream.format("delta").outputMode("complete")
+            counts()
+            .writeStream.format("delta")
+            .outputMode("complete")
             .option("checkpointLocation", str(tmp_path / "cp_complete"))
             .trigger(availableNow=True)
             .start(complete.path)
@@ -369,7 +368,9 @@ def test_append_complete_and_update_via_merge_outputs(spark, tmp_path):
         _run(query)
         # update: only the groups a batch changed, upserted by MERGE in foreachBatch.
         query = (
-            counts().writeStream.outputMode("update").foreachBatch(upsert)
+            counts()
+            .writeStream.outputMode("update")
+            .foreachBatch(upsert)
             .option("checkpointLocation", str(tmp_path / "cp_merge"))
             .trigger(availableNow=True)
             .start()
@@ -394,9 +395,14 @@ def test_append_complete_and_update_via_merge_outputs(spark, tmp_path):
     assert merge.operationMetrics["numTargetRowsInserted"] == "1"
 
     # The Delta sink itself takes append and complete only: update needs foreachBatch + MERGE.
-    with pytest.raises((StreamingQueryException, AnalysisException), match="(?i)update"):
+    with pytest.raises(
+        (StreamingQueryException, AnalysisException),
+        match="(?i)does not support update output mode",
+    ):
         query = (
-            counts().writeStream.format("delta").outputMode("update")
+            counts()
+            .writeStream.format("delta")
+            .outputMode("update")
             .option("checkpointLocation", str(tmp_path / "cp_update"))
             .trigger(availableNow=True)
             .start(str(tmp_path / "update_sink"))

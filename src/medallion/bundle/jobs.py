@@ -550,6 +550,9 @@ def add_job_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--output", help="local runs: folder for the executed notebooks")
     run.add_argument("--profile", help="deployed runs: Databricks CLI profile")
     run.add_argument("--job-id", type=int, help="deployed runs: the job's id, if not found by name")
+    run.add_argument(
+        "--poll", type=float, default=10.0, help="deployed runs: seconds between state checks"
+    )
 
 
 def cmd_job(args: argparse.Namespace) -> int:
@@ -595,7 +598,7 @@ def _run_deployed(bundle: Bundle, args: argparse.Namespace, variables, params) -
         user = client.current_user.me().user_name or ""
         job = bundle.job(args.job_key, args.target, overrides=variables, user_name=user)
         job_id = find_job_id(client, bundle.deployed_name(job, args.target, user))
-    outcome = run_job(client, job_id, params or None)
+    outcome = run_job(client, job_id, params or None, poll_seconds=args.poll)
     if not outcome.succeeded:
         print(f"medallion job run: {outcome.describe()}", file=sys.stderr)
         return 1

@@ -55,6 +55,8 @@ def upload_folder(client, local: str | Path, remote: str, overwrite: bool = True
     """
     if not is_volume_path(remote):
         raise ConfigError(f"not a volume path: {remote!r} (use /Volumes/<catalog>/<schema>/...)")
+    from databricks.sdk.errors import NotFound
+
     local = Path(local)
     uploaded = []
     for path in sorted(p for p in local.rglob("*") if p.is_file()):
@@ -62,9 +64,16 @@ def upload_folder(client, local: str | Path, remote: str, overwrite: bool = True
         if any(part.startswith((".", "_")) for part in relative.parts):
             continue
         target = f"{remote.rstrip('/')}/{relative.as_posix()}"
-        client.files.create_directory(target.rsplit("/", 1)[0])
-        with path.open("rb") as handle:
-            client.files.upload(target, handle, overwrite=overwrite)
+        try:
+            client.files.create_directory(target.rsplit("/", 1)[0])
+            with path.open("rb") as handle:
+                client.files.upload(target, handle, overwrite=overwrite)
+        except NotFound:
+            volume = "/".join(remote.split("/")[:5])
+            raise ConfigError(
+                f"cannot write {target}: is there a volume {volume}? A pipeline job's first "
+                "run creates its volumes, or CREATE VOLUME creates one"
+            ) from None
         uploaded.append(target)
     return uploaded
 

@@ -1,0 +1,140 @@
+"""Fixtures of the bundle tests: the bundle, its JSON schema, and a fake workspace."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from bundle_support import DEFAULT_SCHEMA, ROOT, FakeWorkspace, python_patterns
+
+
+@pytest.fixture(scope="session")
+def bundle_schema() -> dict:
+    path = Path(os.environ.get("MEDALLION_BUNDLE_SCHEMA", DEFAULT_SCHEMA))
+    if not path.is_file():
+        pytest.fail(f"bundle schema not found at {path}: set MEDALLION_BUNDLE_SCHEMA")
+    schema = python_patterns(json.loads(path.read_text(encoding="utf-8")))
+    for pattern in re.findall(r'"pattern": "((?:[^"\\]|\\.)*)"', json.dumps(schema)):
+        re.compile(json.loads(f'"{pattern}"'))  # every pattern compiles in Python
+    return schema
+
+
+@pytest.fixture(scope="session")
+def bundle():
+    from medallion.bundle.jobs import Bundle
+
+    return Bundle(ROOT)
+
+
+@pytest.fixture
+def workspace(monkeypatch):
+    """A fake workspace, with the environment pointing the SDK's unified auth at it."""
+    fake = FakeWorkspace()
+    fake.thread.start()
+    for name in list(os.environ):
+        if name.startswith("DATABRICKS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("DATABRICKS_HOST", fake.host)
+    monkeypatch.setenv("DATABRICKS_TOKEN", "test-token")
+    monkeypatch.setenv("DATABRICKS_CONFIG_FILE", os.devnull)
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+
+
+# --- every job of the bundle, run here on tiny data (shared by test_local_jobs, test_connect) --
+
+
+GOLD = "gold/hourly_product_metrics"
+
+
+@dataclass
+class LocalJobs:
+    """The lake that running every job locally left, and what each run reported."""
+
+    landing: Path
+    config: object
+    outputs: Path
+    runs: dict = field(default_factory=dict)
+    snapshots: dict = field(default_factory=dict)
+    checks: dict = field(default_factory=dict)
+
+
+@pytest.fixture(scope="session")
+def local_jobs(spark, tmp_path_factory) -> LocalJobs:
+    """Run every job of the bundle with `run_job_locally`, its real notebooks on one kernel.
+
+    Two deliveries of generated data: the triggered pipeline processes the first, the
+    continuous job (available-now, as locally by default) the second; then the serverless
+    variant and maintenance find nothing new. After each step the lake is checked against the
+    plain-Python oracle (tests/oracle.py) and snapshotted.
+    """
+    from lake_checks import assert_lake_matches
+    from oracle import expected_from
+
+    from medallion.bundle.jobs import Bundle, run_job_locally
+    from medallion.bundle.notebooks import Kernels, execute_notebook
+    from medallion.generate import generate
+    from medallion.layers import TaskParams
+
+    base = tmp_path_factory.mktemp("local-jobs")
+    landing, lake, outputs = base / "landing", base / "lake", base / "runs"
+    generate(str(landing), events=120, customers=12, files=2, seed=21)
+    bundle = Bundle(ROOT)
+    jobs = bundle.jobs("local", overrides={"landing": str(landing), "lake": str(lake)})
+    config = TaskParams.from_mapping(jobs["medallion_pipeline"].parameters).config()
+    result = LocalJobs(landing, config, outputs)
+
+    def step(name: str, job_key: str) -> None:
+        echo = []
+        result.runs[name] = run_job_locally(
+            jobs[job_key], output_dir=outputs / name, kernels=kernels, echo=echo.append
+        )
+        assert_lake_matches(spark, config, expected_from(landing))
+        result.snapshots[name] = comparable_snapshot(spark, config)
+        result.checks[name] = "\n".join(echo)
+
+    with Kernels(shared=True, log_path=outputs / "kernel.log") as kernels:
+        step("pipeline", "medallion_pipeline")
+        # Record gold's changes from here on, for the exploration notebook's CDF read.
+        gold = config.table(GOLD).sql_name
+        spark.sql(f"ALTER TABLE {gold} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+        generate(str(landing), events=50, customers=0, files=1, seed=22)
+        step("stream", "medallion_stream")
+        step("serverless", "medallion_pipeline_serverless")
+        step("maintenance", "medallion_maintenance")
+        params = {"landing": str(landing), "lake": str(lake), "cdf_table": GOLD}
+        for name, extra in (("explore", {}), ("changes", {"flows": "gold_hourly_product_metrics"})):
+            result.runs[name] = execute_notebook(
+                ROOT / "notebooks" / f"{name}.ipynb",
+                {**params, **extra},
+                kernels,
+                output_path=outputs / f"{name}.ipynb",
+            )
+    return result
+
+
+def comparable_snapshot(spark, config) -> dict:
+    """The rows of every table that exists, as multisets, without ingestion times and paths.
+
+    Tables of Change Data Feed rows (with ``_commit_version``) are left out: their rows depend
+    on how the input was split into commits, not only on the input.
+    """
+    from collections import Counter
+
+    from medallion.tables import read_table, table_exists
+
+    out = {}
+    for table in config.tables():
+        if not table_exists(spark, table):
+            continue
+        df = read_table(spark, table)
+        if "_commit_version" in df.columns:
+            continue
+        df = df.drop("_ingested_at", "_source_file")
+        out[table.key] = Counter(tuple(row) for row in df.collect())
+    return out

@@ -1,0 +1,243 @@
+"""Offline validation of the bundle: schema, paths, dependencies, variables, typed models."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import Counter
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from bundle_support import ROOT
+
+from medallion.bundle.jobs import LOCAL_TARGET, Bundle, BundleError, task_parameters
+from medallion.cli import main
+from medallion.streams.flows import FLOWS
+
+BUNDLE_FILES = [ROOT / "databricks.yml", *sorted((ROOT / "resources").glob("*.yml"))]
+LAYER_NOTEBOOKS = {"bronze.ipynb": "bronze", "silver.ipynb": "silver", "gold.ipynb": "gold"}
+
+
+def schema_errors(schema: dict, document: dict) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema)
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in validator.iter_errors(document)
+    ]
+
+
+@pytest.mark.parametrize("path", BUNDLE_FILES, ids=lambda p: p.name)
+def test_every_bundle_file_validates_against_the_official_schema(bundle_schema, path):
+    document = yaml.safe_load(path.read_text())
+    assert schema_errors(bundle_schema, document) == []
+
+
+def test_the_bundle_includes_every_resource_file(bundle):
+    assert set(bundle.files) == {p.resolve() for p in BUNDLE_FILES}
+    assert set(bundle.jobs_spec) == {
+        "medallion_pipeline",
+        "medallion_pipeline_serverless",
+        "medallion_stream",
+        "medallion_maintenance",
+    }
+
+
+def test_a_misspelt_setting_fails_validation(bundle_schema):
+    document = yaml.safe_load((ROOT / "resources" / "medallion_pipeline.job.yml").read_text())
+    typo = copy.deepcopy(document)
+    task = typo["resources"]["jobs"]["medallion_pipeline"]["tasks"][0]
+    task["notebook_taskk"] = task.pop("notebook_task")
+    errors = schema_errors(bundle_schema, typo)
+    assert any("notebook_taskk" in e for e in errors), errors
+
+    wrong_enum = copy.deepcopy(document)
+    wrong_enum["resources"]["jobs"]["medallion_pipeline"]["schedule"]["pause_status"] = "PAWSED"
+    assert schema_errors(bundle_schema, wrong_enum)
+
+
+def test_every_notebook_a_task_names_exists_and_every_dependency_resolves(bundle):
+    for target in bundle.targets:
+        for job in bundle.jobs(target, user_name="someone@example.com").values():
+            order = [t.key for t in job.task_order()]  # raises on unknown or cyclic depends_on
+            assert sorted(order) == sorted(t.key for t in job.tasks), job.key
+            assert len(set(order)) == len(order), f"{job.key}: duplicate task keys"
+            for task in job.tasks:
+                assert task.kind == "notebook_task", f"{job.key}.{task.key}"
+                assert task.notebook.is_file(), f"{job.key}.{task.key}: {task.notebook}"
+                for library in task.spec.get("libraries", []):
+                    # The wheel exists after the artifact build: it must be that build's output.
+                    assert library == {"whl": "../dist/*.whl"}, library
+
+
+def test_the_wheel_artifact_is_built_with_standard_tooling(bundle):
+    artifact = bundle.config["artifacts"]["medallion_wheel"]
+    assert artifact["type"] == "whl"
+    assert artifact["build"].split()[:3] == ["python3", "-m", "build"]
+    assert "--outdir dist" in artifact["build"]
+
+
+def test_every_variable_used_is_declared_and_has_a_value_in_every_target(bundle):
+    declared = set(bundle.declared_variables())
+    used = set()
+    for path in BUNDLE_FILES:
+        used |= set(re.findall(r"\$\{var\.([A-Za-z0-9_-]+)", path.read_text()))
+    assert used - declared == set(), "undeclared variables"
+    assert declared - used == set(), "declared but never used"
+    for target in bundle.targets:
+        bundle.jobs(target, user_name="someone@example.com")  # resolves every reference
+
+
+def test_an_undeclared_variable_is_a_clear_error(bundle):
+    broken = copy.deepcopy(bundle.jobs_spec["medallion_maintenance"])
+    broken["parameters"][0]["default"] = "${var.catallog}"
+    resolve = bundle.resolver(LOCAL_TARGET)
+    with pytest.raises(BundleError, match=r"\$\{var.catallog\} is not declared"):
+        resolve(broken, "jobs.medallion_maintenance")
+
+
+def test_targets_name_and_place_things_as_documented(bundle):
+    dev = bundle.jobs("dev", user_name="Jane.Doe@example.com")["medallion_pipeline"]
+    assert dev.parameters["catalog"] == "main"
+    assert dev.parameters["schema"] == "medallion_jane_doe"
+    assert dev.parameters["landing"] == "/Volumes/main/medallion_jane_doe/landing"
+    assert dev.parameters["checkpoint_root"] == "/Volumes/main/medallion_jane_doe/lake/_checkpoints"
+    assert dev.spec["schedule"]["pause_status"] == "PAUSED"
+    assert (
+        bundle.deployed_name(dev, "dev", "Jane.Doe@example.com")
+        == "[dev jane_doe] medallion_pipeline"
+    )
+    prod_jobs = bundle.jobs("prod", user_name="sp")
+    assert prod_jobs["medallion_pipeline"].spec["schedule"]["pause_status"] == "UNPAUSED"
+    assert prod_jobs["medallion_stream"].spec["continuous"]["pause_status"] == "UNPAUSED"
+    prod = bundle.targets["prod"]
+    assert prod["mode"] == "production" and bundle.targets["dev"]["mode"] == "development"
+    assert prod["run_as"] == {"service_principal_name": "${var.service_principal}"}
+    assert {p["level"] for p in prod["permissions"]} == {"CAN_MANAGE", "CAN_VIEW"}
+    local = bundle.jobs(LOCAL_TARGET)["medallion_pipeline"]
+    assert local.parameters["catalog"] == ""
+    assert local.parameters["lake"] == str(ROOT / "build" / "local" / "lake")
+    assert local.parameters["file_source"] == "files"
+
+
+def test_the_jobs_have_the_documented_shape(bundle):
+    jobs = bundle.jobs("dev", user_name="someone@example.com")
+    pipeline, serverless = jobs["medallion_pipeline"], jobs["medallion_pipeline_serverless"]
+    assert [(t.key, t.depends_on) for t in pipeline.task_order()] == [
+        ("bronze", ()),
+        ("silver", ("bronze",)),
+        ("gold", ("silver",)),
+    ]
+    assert pipeline.parameters["trigger"] == "available_now"
+    cluster = pipeline.spec["job_clusters"][0]["new_cluster"]
+    assert {"spark_version", "node_type_id", "autoscale"} <= set(cluster)
+    assert all(t.job_cluster_key == "pipeline_cluster" for t in pipeline.tasks)
+    # The serverless variant: the same tasks, no compute of its own, no schedule.
+    same = [(t.key, t.depends_on, t.notebook, t.base_parameters) for t in pipeline.tasks]
+    assert [(t.key, t.depends_on, t.notebook, t.base_parameters) for t in serverless.tasks] == same
+    compute = {"job_cluster_key", "new_cluster", "existing_cluster_id", "libraries"}
+    assert all(not compute & set(t.spec) for t in serverless.tasks)
+    assert "job_clusters" not in serverless.spec and "schedule" not in serverless.spec
+    assert serverless.parameters == pipeline.parameters
+    # The continuous job: processing-time triggers, no depends_on, no retry policy.
+    stream = jobs["medallion_stream"]
+    assert stream.continuous and stream.parameters["trigger"] == "processing_time"
+    assert all(not t.depends_on and "max_retries" not in t.spec for t in stream.tasks)
+    assert jobs["medallion_maintenance"].spec["schedule"]["quartz_cron_expression"]
+
+
+@pytest.mark.parametrize(
+    "job_key", ["medallion_pipeline", "medallion_pipeline_serverless", "medallion_stream"]
+)
+def test_every_flow_runs_in_exactly_one_task(bundle, job_key):
+    """A layer task with no ``flows`` runs every flow of its layer; ``flows`` names them."""
+    job = bundle.jobs(LOCAL_TARGET)[job_key]
+    ran: Counter = Counter()
+    known = {f.name: f for f in FLOWS}
+    for task in job.tasks:
+        names = [n for n in task_parameters(job, task, {}).get("flows", "").split(",") if n]
+        layer = LAYER_NOTEBOOKS.get(task.notebook.name)
+        unknown = [n for n in names if n not in known]
+        assert not unknown, f"{job_key}.{task.key} names unknown flows {unknown}"
+        if names:
+            assert layer is None or all(known[n].layer == layer for n in names), task.key
+            ran.update(names)
+        else:
+            assert layer is not None, f"{job_key}.{task.key}: {task.notebook.name} needs flows"
+            ran.update(f.name for f in FLOWS if f.layer == layer)
+    assert {f.name for f in FLOWS} - set(ran) == set(), f"flows no task of {job_key} runs"
+    assert [n for n, count in ran.items() if count > 1] == [], "flows run by two tasks"
+
+
+def test_jobs_load_into_the_typed_models_of_databricks_bundles(bundle):
+    from databricks.bundles.jobs import Job
+
+    for target in bundle.targets:
+        for spec in bundle.job_specs(target).values():
+            Job.from_dict(copy.deepcopy(spec))  # unresolved: ${var.*} where values go
+        for key, job in bundle.jobs(target, user_name="someone@example.com").items():
+            typed = Job.from_dict(copy.deepcopy(job.spec))
+            assert [t.task_key for t in typed.tasks] == [t.key for t in job.tasks], key
+    broken = copy.deepcopy(bundle.jobs_spec["medallion_pipeline"])
+    broken["tasks"][0]["notebook_taskk"] = broken["tasks"][0].pop("notebook_task")
+    with pytest.raises(ValueError, match="notebook_taskk"):
+        Job.from_dict(broken)
+
+
+def test_job_list_prints_one_line_per_job_key_first_then_its_tasks(capsys):
+    assert main(["job", "--bundle", str(ROOT), "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines}
+    assert rows == {
+        "medallion_maintenance": ["maintain"],
+        "medallion_pipeline": ["bronze", "silver", "gold"],
+        "medallion_pipeline_serverless": ["bronze", "silver", "gold"],
+        "medallion_stream": ["bronze", "silver", "gold"],
+    }
+
+
+def test_job_run_of_an_unknown_job_or_target_is_a_usage_error(capsys):
+    assert main(["job", "--bundle", str(ROOT), "run", "nope"]) == 2
+    assert "unknown job 'nope'" in capsys.readouterr().err
+    assert main(["job", "--bundle", str(ROOT), "list", "--target", "staging"]) == 2
+    assert "unknown target 'staging'" in capsys.readouterr().err
+
+
+def test_a_target_override_merges_tasks_by_key(tmp_path: Path):
+    (tmp_path / "databricks.yml").write_text(
+        yaml.safe_dump(
+            {
+                "bundle": {"name": "b"},
+                "variables": {"who": {"default": "x"}},
+                "resources": {
+                    "jobs": {
+                        "j": {
+                            "name": "j-${var.who}",
+                            "tasks": [
+                                {"task_key": "a", "notebook_task": {"notebook_path": "a.ipynb"}},
+                                {"task_key": "b", "depends_on": [{"task_key": "a"}]},
+                            ],
+                        }
+                    }
+                },
+                "targets": {
+                    "t": {
+                        "variables": {"who": "y"},
+                        "resources": {
+                            "jobs": {"j": {"tasks": [{"task_key": "b", "max_retries": 2}]}}
+                        },
+                    }
+                },
+            }
+        )
+    )
+    job = Bundle(tmp_path).job("j", "t")
+    assert job.name == "j-y"
+    assert [t.key for t in job.tasks] == ["a", "b"]
+    assert job.task("b").spec == {
+        "task_key": "b",
+        "depends_on": [{"task_key": "a"}],
+        "max_retries": 2,
+    }
+    assert job.task("a").notebook == (tmp_path / "a.ipynb").resolve()

@@ -1,0 +1,101 @@
+"""Every job of the bundle, run locally: real notebooks, local delta-spark, tiny data.
+
+The runs themselves happen once, in the ``local_jobs`` fixture (tests/bundle/conftest.py),
+which also checks the lake against the plain-Python oracle after each job.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from bundle_support import ROOT
+
+from medallion.cli import main
+from medallion.tables import history
+
+
+def test_the_triggered_pipeline_runs_its_tasks_in_dependency_order(local_jobs):
+    runs = local_jobs.runs["pipeline"]
+    assert [(r.key, r.state) for r in runs] == [
+        ("bronze", "SUCCESS"),
+        ("silver", "SUCCESS"),
+        ("gold", "SUCCESS"),
+    ]
+    # Each task ran its notebook with the job's parameters and printed the run's report.
+    bronze = nbformat.read(local_jobs.outputs / "pipeline" / "bronze.ipynb", as_version=4)
+    injected = [
+        c.source for c in bronze.cells if "injected-parameters" in c.metadata.get("tags", [])
+    ]
+    assert f"lake = '{local_jobs.config.lake}'" in injected[-1]
+    assert "trigger = 'available_now'" in injected[-1]
+    assert "bronze/events" in runs[0].text and "rows out" in runs[0].text
+
+
+def test_the_continuous_job_runs_available_now_locally_and_takes_the_new_delivery(local_jobs):
+    runs = local_jobs.runs["stream"]
+    assert [(r.key, r.state) for r in runs] == [
+        ("bronze", "SUCCESS"),
+        ("silver", "SUCCESS"),
+        ("gold", "SUCCESS"),
+    ]
+    before, after = local_jobs.snapshots["pipeline"], local_jobs.snapshots["stream"]
+    assert sum(after["bronze/events"].values()) > sum(before["bronze/events"].values())
+
+
+def test_the_serverless_variant_and_maintenance_change_no_rows(spark, local_jobs):
+    assert all(r.state == "SUCCESS" for r in local_jobs.runs["serverless"])
+    assert [(r.key, r.state) for r in local_jobs.runs["maintenance"]] == [("maintain", "SUCCESS")]
+    snapshots = local_jobs.snapshots
+    assert snapshots["serverless"] == snapshots["stream"] == snapshots["maintenance"]
+    operations = {
+        row.operation for row in history(spark, local_jobs.config.table("silver/events")).collect()
+    }
+    assert {"OPTIMIZE", "VACUUM START", "VACUUM END"} <= operations or "VACUUM END" in operations
+
+
+def test_the_exploration_notebook_shows_history_time_travel_changes_progress_and_a_plot(
+    local_jobs,
+):
+    result = local_jobs.runs["explore"]
+    assert result.ok, result.error
+    nb = nbformat.read(result.output_path, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    shown = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert "MERGE" in shown and "OPTIMIZE" in shown  # history
+    assert "version" in shown and "rows" in shown  # time travel
+    assert "Change Data Feed of gold/hourly_product_metrics" in shown
+    assert "update_postimage" in shown  # the second delivery updated gold's hours
+    assert "bronze_events" in shown and "last_batch_id" in shown  # stream progress
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the plot
+
+
+def test_the_change_data_notebook_runs_the_flows_it_is_given(local_jobs):
+    result = local_jobs.runs["changes"]
+    assert result.ok, result.error
+    assert "gold/hourly_product_metrics" in result.text
+
+
+@pytest.mark.parametrize(
+    "notebook", ["bronze", "silver", "gold", "changes", "maintenance", "explore"]
+)
+def test_the_notebooks_are_thin_and_committed_without_outputs(notebook):
+    nb = nbformat.read(ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
+    assert sum("parameters" in c.metadata.get("tags", []) for c in code) == 1
+    assert "import medallion" in code[0].source and '"..", "src"' in code[0].source
+    assert all(len(c.source.splitlines()) <= 16 for c in code), "a notebook cell is a call"
+
+
+def test_a_failing_task_fails_the_job_run_naming_it_and_skips_what_depends_on_it(tmp_path, capsys):
+    command = ["job", "--bundle", str(ROOT), "run", "medallion_pipeline"]
+    places = ["--landing", str(tmp_path / "landing"), "--lake", str(tmp_path / "lake")]
+    # An unknown trigger fails in the first task, before any Spark session starts.
+    code = main([*command, *places, "--param", "trigger=sometimes", "--output", str(tmp_path)])
+    assert code == 1
+    captured = capsys.readouterr()
+    assert "task bronze failed: ConfigError: unknown trigger 'sometimes'" in captured.err
+    assert "skipped: silver, gold" in captured.err
+    assert "task silver: SKIPPED" in captured.out
+    assert (tmp_path / "bronze.ipynb").is_file()
