@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 
-from medallion.config import Config, ConfigError, KafkaSourceOptions
+from medallion.config import Config, ConfigError, DeltaSourceOptions, KafkaSourceOptions
 
 log = logging.getLogger("medallion")
 
@@ -33,6 +34,93 @@ def _add_lake(parser: argparse.ArgumentParser, landing: bool) -> None:
     if landing:
         parser.add_argument("--landing", required=True, help="folder where input files land")
     parser.add_argument("--lake", required=True, help="folder holding the Delta tables and checkpoints")
+
+
+def _starting_version(text: str) -> int | str:
+    if text == "latest":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("use a table version (0 or more) or latest") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be zero or more")
+    return value
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def _byte_size(text: str) -> str:
+    # What Spark's byte strings accept: a number, optionally b, k(b), m(b), g(b), t(b) or p(b).
+    size = re.fullmatch(r"([0-9]+)([kmgtp]b?|b)?", text, re.IGNORECASE)
+    if size is None or int(size.group(1)) == 0:
+        raise argparse.ArgumentTypeError("use a positive size such as 1048576, 512m or 1g")
+    return text
+
+
+def _add_delta_source(run: argparse.ArgumentParser) -> None:
+    delta = run.add_argument_group(
+        "Delta source",
+        "options of every Delta-to-Delta stream (those of silver and gold); "
+        "see docs/delta-streaming.md",
+    )
+    start = delta.add_mutually_exclusive_group()
+    start.add_argument(
+        "--starting-version",
+        type=_starting_version,
+        metavar="N|latest",
+        help="where a new checkpoint starts reading its source table (no initial snapshot)",
+    )
+    start.add_argument(
+        "--starting-timestamp",
+        metavar="TIMESTAMP",
+        help="start a new checkpoint at the first commit at or after this time (ISO-8601)",
+    )
+    delta.add_argument(
+        "--delta-max-files-per-trigger",
+        type=_at_least_one,
+        metavar="N",
+        help="source files per micro-batch (Delta's default: 1000)",
+    )
+    delta.add_argument(
+        "--delta-max-bytes-per-trigger",
+        type=_byte_size,
+        metavar="SIZE",
+        help="soft limit of source bytes per micro-batch, for example 512m",
+    )
+    delta.add_argument(
+        "--no-skip-change-commits",
+        dest="skip_change_commits",
+        action="store_false",
+        help="fail on an UPDATE, DELETE or MERGE upstream instead of skipping its commit",
+    )
+    delta.add_argument(
+        "--with-event-time-order",
+        action="store_true",
+        help="read the initial snapshot in event-time order (Databricks Runtime only)",
+    )
+
+
+def delta_source_options_from_args(args: argparse.Namespace) -> DeltaSourceOptions:
+    """The :class:`DeltaSourceOptions` of ``medallion run``'s Delta source flags."""
+    if args.starting_version == "latest" and not getattr(args, "stream", False):
+        log.warning(
+            "--starting-version latest without --stream reads nothing: an availableNow run ends "
+            "at the version that was latest when it started (docs/delta-streaming.md)"
+        )
+    return DeltaSourceOptions(
+        starting_version=args.starting_version,
+        starting_timestamp=args.starting_timestamp,
+        max_files_per_trigger=args.delta_max_files_per_trigger,
+        max_bytes_per_trigger=args.delta_max_bytes_per_trigger,
+        skip_change_commits=args.skip_change_commits,
+        with_event_time_order=args.with_event_time_order,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kafka.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch")
     kafka.add_argument("--kafka-secret-scope", help="Databricks secret scope of the credentials")
+    _add_delta_source(run)
 
     changes = sub.add_parser("changes", help="read a table's Change Data Feed (batch)")
     changes.add_argument("--lake", required=True)
@@ -142,6 +231,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             max_offsets_per_trigger=args.max_offsets_per_trigger,
             secret_scope=args.kafka_secret_scope,
         ),
+        delta_source=delta_source_options_from_args(args),
     )
     stop = threading.Event()
     if args.stream:
@@ -188,7 +278,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         df = read_table(spark, table)
         print(f"\n== {table.key} ({df.count()} rows)")
         order = [c for c in ("window_start", "product_id", "event_timestamp") if c in df.columns]
-        df.orderBy(*order).show(args.rows, truncate=False)
+        (df.orderBy(*order) if order else df).show(args.rows, truncate=False)
     return 0
 
 

@@ -8,6 +8,7 @@ live under a Volume. Changing where a table lives touches this module only.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -45,6 +46,25 @@ def validate_identifier(value: str, what: str = "identifier") -> str:
 def quote_identifier(*parts: str) -> str:
     """Validate each part and join them as a backtick-quoted, dot-separated SQL name."""
     return ".".join(f"`{validate_identifier(p)}`" for p in parts)
+
+
+def normalize_path(path: str) -> str:
+    """A path without ``.``/``..`` segments or a trailing slash; URIs (``s3://``) keep their scheme."""
+    scheme, sep, rest = path.partition("://")
+    if not sep:
+        scheme, rest = "", path
+    normalized = posixpath.normpath(rest) if rest else rest
+    if normalized.startswith("//"):  # normpath keeps a leading double slash; one is enough
+        normalized = "/" + normalized.lstrip("/")
+    return f"{scheme}{sep}{normalized}" if sep else normalized
+
+
+def path_under(root: str, relative: str) -> str:
+    """``root/relative``, refusing any ``relative`` that would leave ``root``."""
+    candidate = normalize_path(f"{root}/{relative}")
+    if posixpath.isabs(relative) or not (candidate + "/").startswith(root.rstrip("/") + "/"):
+        raise ConfigError(f"path {relative!r} escapes its root {root!r}")
+    return candidate
 
 
 @dataclass(frozen=True)
@@ -169,6 +189,26 @@ TABLES: dict[str, tuple[str, str]] = {
 }
 
 
+def _extra_columns(names: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
+    """Validate the extra silver columns: identifiers, no duplicates, no silver column."""
+    if isinstance(names, str):
+        names = (names,)
+    names = tuple(validate_identifier(n, "extra column") for n in names)
+    if not names:
+        return names
+    from medallion.transforms.silver import SILVER_EVENT_COLUMNS
+
+    seen: set[str] = set()
+    for name in names:
+        lowered = name.lower()  # Spark resolves column names case-insensitively
+        if lowered in seen:
+            raise ConfigError(f"extra column {name!r} is given twice")
+        if lowered in SILVER_EVENT_COLUMNS or lowered.startswith("_"):
+            raise ConfigError(f"extra column {name!r} is a silver or metadata column already")
+        seen.add(lowered)
+    return names
+
+
 @dataclass(frozen=True)
 class Config:
     """Names, paths, sources and triggers for one deployment of the pipeline.
@@ -196,6 +236,12 @@ class Config:
     trigger_interval_seconds: float = 5.0
     # How long to wait for in-flight batches when a streaming run is asked to stop.
     stop_timeout_seconds: float = 120.0
+    # The longest a stream may be stopped or lag behind its source; VACUUM retention must be
+    # longer, so files a resuming stream still has to read are never deleted (ops/maintain.py).
+    max_stream_downtime_hours: float = 72.0
+    # Extra input fields carried into silver/events as STRING columns (opt-in schema
+    # evolution, docs/operations.md); each a plain identifier, not a silver column.
+    extra_event_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.catalog is not None:
@@ -205,14 +251,17 @@ class Config:
             value = getattr(self, key)
             if not value or not isinstance(value, str):
                 raise ConfigError(f"{key} must be a non-empty path")
-        object.__setattr__(self, "landing", self.landing.rstrip("/") or "/")
-        object.__setattr__(self, "lake", self.lake.rstrip("/") or "/")
+        object.__setattr__(self, "landing", normalize_path(self.landing))
+        object.__setattr__(self, "lake", normalize_path(self.lake))
         if self.trigger_interval_seconds <= 0:
             raise ConfigError("the trigger interval must be positive")
         if self.source not in ("files", "kafka"):
             raise ConfigError(f"unknown source {self.source!r}: use files or kafka")
         if self.source == "kafka" and not self.kafka.bootstrap_servers:
             raise ConfigError("the Kafka source needs bootstrap servers (--kafka-bootstrap)")
+        if not self.max_stream_downtime_hours > 0:
+            raise ConfigError("the maximum stream downtime must be positive (hours)")
+        object.__setattr__(self, "extra_event_columns", _extra_columns(self.extra_event_columns))
 
     @property
     def uses_unity_catalog(self) -> bool:
@@ -237,8 +286,12 @@ class Config:
         flat_name = validate_identifier(f"{layer}_{name}", "table")
         if self.uses_unity_catalog:
             assert self.catalog is not None
-            return TableRef(layer, name, None, quote_identifier(self.catalog, self.schema, flat_name))
-        return TableRef(layer, name, f"{self.lake}/{layer}/{name}", quote_identifier(self.schema, flat_name))
+            return TableRef(
+                layer, name, None, quote_identifier(self.catalog, self.schema, flat_name)
+            )
+        return TableRef(
+            layer, name, f"{self.lake}/{layer}/{name}", quote_identifier(self.schema, flat_name)
+        )
 
     def tables(self) -> list[TableRef]:
         """Every table of the contract, upstream first."""
@@ -246,7 +299,7 @@ class Config:
 
     def landing_dir(self, dataset: str) -> str:
         """The landing folder of one input dataset (``events`` or ``customers``)."""
-        return f"{self.landing}/{validate_identifier(dataset, 'dataset')}"
+        return path_under(self.landing, validate_identifier(dataset, "dataset"))
 
     def checkpoint(self, stream_name: str) -> str:
         """The checkpoint folder of one named stream; one per stream, never shared."""

@@ -97,7 +97,7 @@ def test_sigkill_mid_batch_then_rerun_is_exactly_once(spark, kafka_broker, tmp_p
     kafka_broker.create_topic(topic, partitions=2)
     kafka_broker.create_topic(customers)
     lake = tmp_path / "lake"
-    first = _events(300, seed=71)
+    first = _events(200, seed=71)
     produced = dict(zip(produce(kafka_broker.bootstrap, topic, first), first, strict=True))
     checkpoint = lake / "_checkpoints" / "bronze_events"
     log = tmp_path / "stream.log"
@@ -114,7 +114,7 @@ def test_sigkill_mid_batch_then_rerun_is_exactly_once(spark, kafka_broker, tmp_p
         ]
         # Produce more while the stream runs, then kill it while a bronze batch is planned (its
         # offsets are in the checkpoint) but not committed.
-        more = _events(500, seed=72) + first[:20]  # with re-sent copies of earlier events
+        more = _events(300, seed=72) + first[:20]  # with re-sent copies of earlier events
         produced.update(zip(produce(kafka_broker.bootstrap, topic, more), more, strict=True))
         assert wait_until(lambda: batch_in_flight(checkpoint), timeout=120), log.read_text()[-3000:]
     finally:

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import TableRef
+from medallion.conflicts import retry_on_conflict
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -66,21 +67,36 @@ def append_batch(df: DataFrame, table: TableRef) -> None:
 
 
 def merge_into(
-    spark: SparkSession, table: TableRef, rows: DataFrame, keys: Sequence[str], clauses: str
+    spark: SparkSession,
+    table: TableRef,
+    rows: DataFrame,
+    keys: Sequence[str],
+    clauses: str,
+    schema_evolution: bool = False,
 ) -> None:
     """``MERGE INTO`` the table from ``rows`` on equal ``keys``.
 
     SQL rather than ``DeltaTable.merge``, so it also runs over Spark Connect without Delta's
     Connect plugin; it is the same MERGE command, and honours ``txnAppId``/``txnVersion`` alike.
+    ``schema_evolution`` adds the source's new columns to the table (``MERGE WITH SCHEMA
+    EVOLUTION``, the MERGE form of ``mergeSchema``). A MERGE that loses a race with a
+    concurrent commit (OPTIMIZE) is run again (medallion/conflicts.py).
     """
     condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-    statement = f"MERGE INTO {table.sql_name} AS t USING {{rows}} AS s ON {condition} {clauses}"
-    spark.sql(statement, rows=rows)
+    merge = "MERGE WITH SCHEMA EVOLUTION INTO" if schema_evolution else "MERGE INTO"
+    statement = f"{merge} {table.sql_name} AS t USING {{rows}} AS s ON {condition} {clauses}"
+    retry_on_conflict(lambda: spark.sql(statement, rows=rows), f"MERGE INTO {table.key}")
 
 
-def merge_insert_new(spark: SparkSession, table: TableRef, rows: DataFrame, keys: Sequence[str]) -> None:
+def merge_insert_new(
+    spark: SparkSession,
+    table: TableRef,
+    rows: DataFrame,
+    keys: Sequence[str],
+    schema_evolution: bool = False,
+) -> None:
     """Insert the rows whose keys are not yet in the table; rows already there are left alone."""
-    merge_into(spark, table, rows, keys, "WHEN NOT MATCHED THEN INSERT *")
+    merge_into(spark, table, rows, keys, "WHEN NOT MATCHED THEN INSERT *", schema_evolution)
 
 
 def merge_upsert(spark: SparkSession, table: TableRef, rows: DataFrame, keys: Sequence[str]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -31,8 +33,12 @@ SILVER_EVENT_COLUMNS = (
 QUARANTINE_COLUMNS = ("event_id", "reason", "_raw", "_source_file", "_ingested_at")
 
 
-def validate_events(bronze: DataFrame) -> DataFrame:
-    """Bronze rows plus ``reason`` (NULL for a valid event) and the typed silver columns."""
+def validate_events(bronze: DataFrame, extra_columns: Sequence[str] = ()) -> DataFrame:
+    """Bronze rows plus ``reason`` (NULL for a valid event) and the typed silver columns.
+
+    ``extra_columns`` are more top-level input fields, taken from ``_raw`` as text (NULL when
+    absent): the opt-in way to carry a new input field into silver (docs/operations.md).
+    """
     doc = F.col("_doc")
     with_doc = bronze.withColumn("_doc", parse_json_line(F.col("_raw")))
     text = {
@@ -59,12 +65,13 @@ def validate_events(bronze: DataFrame) -> DataFrame:
         "_raw",
         "_source_file",
         "_ingested_at",
+        *[as_string(json_field(doc, name)).alias(name) for name in extra_columns],
     )
 
 
-def valid_events(validated: DataFrame) -> DataFrame:
-    """The valid rows of :func:`validate_events`, in silver's columns."""
-    return validated.where(F.col("reason").isNull()).select(*SILVER_EVENT_COLUMNS)
+def valid_events(validated: DataFrame, extra_columns: Sequence[str] = ()) -> DataFrame:
+    """The valid rows of :func:`validate_events`, in silver's columns (then ``extra_columns``)."""
+    return validated.where(F.col("reason").isNull()).select(*SILVER_EVENT_COLUMNS, *extra_columns)
 
 
 def quarantined_events(validated: DataFrame) -> DataFrame:

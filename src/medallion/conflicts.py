@@ -1,0 +1,57 @@
+"""Retry a Delta write that lost a race with a concurrent commit (OPTIMIZE, another writer).
+
+Delta's optimistic concurrency fails a transaction when a concurrent commit removed files it
+read (``DELTA_CONCURRENT_DELETE_READ``), for example a MERGE racing ``OPTIMIZE`` on the same
+table. Nothing of the failed transaction is committed, so running it again against the new
+snapshot is safe; writes inside ``foreachBatch`` also carry ``txnAppId``/``txnVersion``, so a
+retry can never apply a batch twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Error classes and exception names of Delta's retryable write conflicts. Metadata and
+# protocol changes are not among them: a schema change is never retried blindly.
+_CONFLICTS = (
+    "DELTA_CONCURRENT_APPEND",
+    "DELTA_CONCURRENT_DELETE_READ",
+    "DELTA_CONCURRENT_DELETE_DELETE",
+    "DELTA_CONCURRENT_TRANSACTION",
+    "DELTA_CONCURRENT_WRITE",
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException",
+    "ConcurrentWriteException",
+)
+
+
+def is_write_conflict(error: BaseException) -> bool:
+    """True when ``error`` is one of Delta's retryable concurrent-write conflicts."""
+    text = f"{type(error).__name__}: {getattr(error, 'desc', '') or error}"
+    return any(marker in text for marker in _CONFLICTS)
+
+
+def retry_on_conflict(
+    action: Callable[[], T], what: str, attempts: int = 5, backoff_seconds: float = 0.5
+) -> T:
+    """Run ``action``; when it fails with a write conflict, run it again (``attempts`` in all)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return action()
+        except Exception as error:
+            if attempt == attempts or not is_write_conflict(error):
+                raise
+            delay = backoff_seconds * attempt * (1 + random.random())
+            log.info("%s lost a race with a concurrent commit; retrying in %.1fs", what, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
