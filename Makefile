@@ -37,5 +37,23 @@ format: setup
 	$(BIN)/ruff check --fix src tests benchmarks
 	$(BIN)/ruff format src tests benchmarks
 
+# Jupyter on 127.0.0.1 with the bundle's notebooks (notebooks/): they run against local
+# delta-spark with their local defaults, the lake of `make demo`. See docs/bundle.md.
+.PHONY: notebook connect-env
+notebook: setup
+	$(BIN)/python -m pip install --quiet -e ".[test,notebook]"
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks --no-browser
+
+# Databricks Connect in a separate virtualenv, .venv-connect: it replaces pyspark and delta-spark,
+# so it never goes into .venv. Match CONNECT_VERSION to the cluster's runtime (17.3 for
+# databricks.yml's spark_version); databricks-connect 16.2 and later need Python 3.12.
+CONNECT_VENV    ?= .venv-connect
+CONNECT_PYTHON  ?= python3.12
+CONNECT_VERSION ?= 17.3.*
+connect-env:
+	test -x $(CONNECT_VENV)/bin/python || $(CONNECT_PYTHON) -m venv $(CONNECT_VENV)
+	$(CONNECT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CONNECT_VENV)/bin/python -m pip install --quiet "databricks-connect==$(CONNECT_VERSION)" -e ".[databricks]"
+
 clean:
 	rm -rf build .pytest_cache spark-warehouse metastore_db derby.log

@@ -159,6 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch")
     kafka.add_argument("--kafka-secret-scope", help="Databricks secret scope of the credentials")
     _add_delta_source(run)
+    run.add_argument(
+        "--carry-column",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="carry this input field into silver/events as a STRING column (repeatable; "
+        "docs/operations.md)",
+    )
 
     changes = sub.add_parser("changes", help="read a table's Change Data Feed (batch)")
     changes.add_argument("--lake", required=True)
@@ -178,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     from medallion.bundle.jobs import add_job_parser
 
     add_job_parser(sub)  # medallion job list | run: the bundle's jobs (docs/bundle.md)
+    from medallion.ops.cli import add_ops_parsers
+
+    add_ops_parsers(sub)  # medallion maintain | status | reset (docs/operations.md)
     return parser
 
 
@@ -232,6 +243,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             secret_scope=args.kafka_secret_scope,
         ),
         delta_source=delta_source_options_from_args(args),
+        extra_event_columns=tuple(args.carry_column),
     )
     stop = threading.Event()
     if args.stream:
@@ -297,6 +309,9 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``medallion`` console script; returns the exit code."""
+    from medallion.ops.cli import OPS_COMMANDS
+
+    COMMANDS.update(OPS_COMMANDS)
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     try:

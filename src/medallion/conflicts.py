@@ -41,17 +41,32 @@ def is_write_conflict(error: BaseException) -> bool:
     return any(marker in text for marker in _CONFLICTS)
 
 
+MAX_ATTEMPTS = 10
+MAX_BACKOFF_SECONDS = 8.0
+
+
 def retry_on_conflict(
-    action: Callable[[], T], what: str, attempts: int = 5, backoff_seconds: float = 0.5
+    action: Callable[[], T], what: str, attempts: int = MAX_ATTEMPTS, backoff_seconds: float = 0.25
 ) -> T:
-    """Run ``action``; when it fails with a write conflict, run it again (``attempts`` in all)."""
+    """Run ``action``; when it fails with a write conflict, run it again (``attempts`` in all).
+
+    The wait doubles after each conflict (capped at ``MAX_BACKOFF_SECONDS``) and is jittered,
+    so two writers that keep colliding drift apart instead of colliding again.
+    """
     for attempt in range(1, attempts + 1):
         try:
             return action()
         except Exception as error:
             if attempt == attempts or not is_write_conflict(error):
                 raise
-            delay = backoff_seconds * attempt * (1 + random.random())
-            log.info("%s lost a race with a concurrent commit; retrying in %.1fs", what, delay)
+            delay = min(backoff_seconds * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS)
+            delay *= 0.5 + random.random()
+            log.warning(
+                "%s lost a race with a concurrent commit (attempt %d of %d); retrying in %.1fs",
+                what,
+                attempt,
+                attempts,
+                delay,
+            )
             time.sleep(delay)
     raise AssertionError("unreachable")

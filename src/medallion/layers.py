@@ -185,12 +185,15 @@ def landing_datasets() -> list[str]:
     return sorted({f.reads.split("/", 1)[1] for f in FLOWS if f.reads.startswith("landing/")})
 
 
-def prepare_storage(spark: SparkSession, config: Config, attempts: int = 3) -> None:
+def prepare_storage(
+    spark: SparkSession, config: Config, tables: bool = True, attempts: int = 3
+) -> None:
     """Create what the flows need before they start: volumes, landing folders, tables.
 
     Unity Catalog volumes named by the landing, lake and checkpoint paths are created if
-    missing (``CREATE VOLUME IF NOT EXISTS``). Tasks of a continuous job start together and
-    may race to create the same tables, so that step is retried.
+    missing (``CREATE VOLUME IF NOT EXISTS``). With ``tables``, the tables too: tasks of a
+    continuous job start together and may race to create the same tables, so that step is
+    retried. (An available-now run creates its tables itself, one task after another.)
     """
     paths = (config.landing, config.lake, config.checkpoint_root or "")
     for volume in dict.fromkeys(v for v in map(volume_of, paths) if v is not None):
@@ -203,6 +206,8 @@ def prepare_storage(spark: SparkSession, config: Config, attempts: int = 3) -> N
     if local_files and "://" not in config.landing:
         for dataset in landing_datasets():
             os.makedirs(config.landing_dir(dataset), exist_ok=True)
+    if not tables:
+        return
     for attempt in range(1, attempts + 1):
         try:
             ensure_tables(spark, config)
@@ -245,7 +250,7 @@ def run_flows(
     Available-now runs therefore run one flow at a time on such a session; a streaming run
     with several flows is allowed but warned about (give each its own task instead).
     """
-    prepare_storage(spark, config)
+    prepare_storage(spark, config, tables=stream)
     flows = tuple(flows)
     connect = is_connect_session(spark)
     if stream:

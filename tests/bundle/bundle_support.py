@@ -121,3 +121,25 @@ class FakeWorkspace:
                 self._route("PUT")
 
         return Handler
+
+
+def comparable_snapshot(spark, config) -> dict:
+    """The rows of every table that exists, as multisets, without ingestion times and paths.
+
+    Tables of Change Data Feed rows (with ``_commit_version``) are left out: their rows depend
+    on how the input was split into commits, not only on the input.
+    """
+    from collections import Counter
+
+    from medallion.tables import read_table, table_exists
+
+    out = {}
+    for table in config.tables():
+        if not table_exists(spark, table):
+            continue
+        df = read_table(spark, table)
+        if "_commit_version" in df.columns:
+            continue
+        df = df.drop("_ingested_at", "_source_file")
+        out[table.key] = Counter(tuple(row) for row in df.collect())
+    return out

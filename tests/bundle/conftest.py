@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from bundle_support import DEFAULT_SCHEMA, ROOT, FakeWorkspace, python_patterns
+from bundle_support import DEFAULT_SCHEMA, ROOT, FakeWorkspace, comparable_snapshot, python_patterns
 
 
 @pytest.fixture(scope="session")
@@ -61,17 +61,18 @@ class LocalJobs:
     outputs: Path
     runs: dict = field(default_factory=dict)
     snapshots: dict = field(default_factory=dict)
-    checks: dict = field(default_factory=dict)
+    bronze_rows: dict = field(default_factory=dict)
 
 
 @pytest.fixture(scope="session")
 def local_jobs(spark, tmp_path_factory) -> LocalJobs:
-    """Run every job of the bundle with `run_job_locally`, its real notebooks on one kernel.
+    """Every job of the bundle, run with ``run_job_locally``: real notebooks, one kernel.
 
     Two deliveries of generated data: the triggered pipeline processes the first, the
-    continuous job (available-now, as locally by default) the second; then the serverless
-    variant and maintenance find nothing new. After each step the lake is checked against the
-    plain-Python oracle (tests/oracle.py) and snapshotted.
+    continuous job (available-now, as it runs locally by default) the second; each time the
+    lake must equal the plain-Python oracle (tests/oracle.py). The serverless variant and
+    maintenance then find nothing new and must change no row. Last, the exploration and
+    change-data notebooks run on the lake.
     """
     from lake_checks import assert_lake_matches
     from oracle import expected_from
@@ -80,33 +81,38 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
     from medallion.bundle.notebooks import Kernels, execute_notebook
     from medallion.generate import generate
     from medallion.layers import TaskParams
+    from medallion.tables import read_table
 
     base = tmp_path_factory.mktemp("local-jobs")
     landing, lake, outputs = base / "landing", base / "lake", base / "runs"
     generate(str(landing), events=120, customers=12, files=2, seed=21)
-    bundle = Bundle(ROOT)
-    jobs = bundle.jobs("local", overrides={"landing": str(landing), "lake": str(lake)})
+    jobs = Bundle(ROOT).jobs("local", overrides={"landing": str(landing), "lake": str(lake)})
     config = TaskParams.from_mapping(jobs["medallion_pipeline"].parameters).config()
     result = LocalJobs(landing, config, outputs)
 
-    def step(name: str, job_key: str) -> None:
-        echo = []
+    def run(name: str, job_key: str) -> None:
         result.runs[name] = run_job_locally(
-            jobs[job_key], output_dir=outputs / name, kernels=kernels, echo=echo.append
+            jobs[job_key], output_dir=outputs / name, kernels=kernels, echo=lambda _: None
         )
-        assert_lake_matches(spark, config, expected_from(landing))
-        result.snapshots[name] = comparable_snapshot(spark, config)
-        result.checks[name] = "\n".join(echo)
 
-    with Kernels(shared=True, log_path=outputs / "kernel.log") as kernels:
-        step("pipeline", "medallion_pipeline")
-        # Record gold's changes from here on, for the exploration notebook's CDF read.
+    with Kernels(shared=True, log_path=outputs / "kernels.log") as kernels:
+        run("pipeline", "medallion_pipeline")
+        assert_lake_matches(spark, config, expected_from(landing))
+        result.bronze_rows["pipeline"] = read_table(spark, config.table("bronze/events")).count()
+        # Gold records its changes from here on, for the exploration notebook's CDF read.
         gold = config.table(GOLD).sql_name
         spark.sql(f"ALTER TABLE {gold} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
         generate(str(landing), events=50, customers=0, files=1, seed=22)
-        step("stream", "medallion_stream")
-        step("serverless", "medallion_pipeline_serverless")
-        step("maintenance", "medallion_maintenance")
+        run("stream", "medallion_stream")
+        assert_lake_matches(spark, config, expected_from(landing))
+        result.bronze_rows["stream"] = read_table(spark, config.table("bronze/events")).count()
+        result.snapshots["stream"] = comparable_snapshot(spark, config)
+        for name, job_key in (
+            ("serverless", "medallion_pipeline_serverless"),
+            ("maintenance", "medallion_maintenance"),
+        ):
+            run(name, job_key)
+            result.snapshots[name] = comparable_snapshot(spark, config)
         params = {"landing": str(landing), "lake": str(lake), "cdf_table": GOLD}
         for name, extra in (("explore", {}), ("changes", {"flows": "gold_hourly_product_metrics"})):
             result.runs[name] = execute_notebook(
@@ -116,25 +122,3 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
                 output_path=outputs / f"{name}.ipynb",
             )
     return result
-
-
-def comparable_snapshot(spark, config) -> dict:
-    """The rows of every table that exists, as multisets, without ingestion times and paths.
-
-    Tables of Change Data Feed rows (with ``_commit_version``) are left out: their rows depend
-    on how the input was split into commits, not only on the input.
-    """
-    from collections import Counter
-
-    from medallion.tables import read_table, table_exists
-
-    out = {}
-    for table in config.tables():
-        if not table_exists(spark, table):
-            continue
-        df = read_table(spark, table)
-        if "_commit_version" in df.columns:
-            continue
-        df = df.drop("_ingested_at", "_source_file")
-        out[table.key] = Counter(tuple(row) for row in df.collect())
-    return out

@@ -44,7 +44,9 @@ def writer(table: str, flows: Iterable[Flow] = FLOWS) -> Flow | None:
     return next((f for f in flows if table in f.writes), None)
 
 
-def downstream(tables: Iterable[str], flows: Iterable[Flow] = FLOWS) -> tuple[list[Flow], list[str]]:
+def downstream(
+    tables: Iterable[str], flows: Iterable[Flow] = FLOWS
+) -> tuple[list[Flow], list[str]]:
     """Everything that has to be rebuilt when ``tables`` are rebuilt.
 
     A flow whose output is rebuilt is rebuilt whole (its checkpoint restarts it from scratch,

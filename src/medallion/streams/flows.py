@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
+from medallion.ops.schema import check_table_schema
 from medallion.streams.sinks import (
     Trigger,
     append_batch,
@@ -69,9 +70,13 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
     silver = config.table("silver/events")
     quarantine = config.table("silver/events_quarantine")
 
+    extra = config.extra_event_columns
+
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        validated = validate_events(batch).persist()
+        # A renamed or retyped silver column stops the stream here, before any write.
+        schema = check_table_schema(spark, silver, "silver_events", checkpoint, extra)
+        validated = validate_events(batch, extra).persist()
         try:
             invalid_count = validated.where(F.col("reason").isNotNull()).count()
             app_id = f"medallion:silver_events:{query_id(spark, checkpoint)}"
@@ -79,7 +84,11 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
                 if invalid_count:
                     append_batch(quarantined_events(validated), quarantine)
                 merge_insert_new(
-                    spark, silver, deduplicate_events(valid_events(validated)), ["event_id"]
+                    spark,
+                    silver,
+                    deduplicate_events(valid_events(validated, extra)),
+                    ["event_id"],
+                    schema_evolution=bool(extra or schema.unexpected),
                 )
         finally:
             validated.unpersist()

@@ -13,6 +13,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
+from medallion.ops.monitor import monitored
+from medallion.ops.schema import is_restartable_schema_change
 from medallion.streams.flows import FLOWS, Flow, flows_by_layer
 from medallion.streams.sinks import Trigger
 from medallion.tables import ensure_tables, history, read_table, table_exists
@@ -132,6 +134,7 @@ def _prepare(spark: SparkSession, config: Config) -> None:
             os.makedirs(path, exist_ok=True)
 
 
+@monitored  # progress events into <lake>/_system/stream_progress, live progress
 def run_available_now(
     spark: SparkSession, config: Config, flows: tuple[Flow, ...] = FLOWS
 ) -> RunReport:
@@ -168,6 +171,7 @@ def _stop_gracefully(query: StreamingQuery, timeout: float) -> None:
     query.stop()
 
 
+@monitored
 def run_streaming(
     spark: SparkSession, config: Config, stop: threading.Event, flows: tuple[Flow, ...] = FLOWS
 ) -> RunReport:
@@ -187,10 +191,18 @@ def run_streaming(
                 running.append((flow, flow.start(spark, config, trigger)))
             except PySparkException as error:
                 raise describe_failure(flow, config, error) from error
+        restarts = 0
         while not stop.wait(0.5):
-            for flow, query in running:
+            for position, (flow, query) in enumerate(running):
                 if not query.isActive:
                     error = query.exception()
+                    if is_restartable_schema_change(error) and restarts < 2 * len(running):
+                        # Its Delta source gained a column (opt-in schema evolution upstream):
+                        # a restart reads the new schema from where the checkpoint stands.
+                        log.info("%s: its source's schema changed; restarting it", flow.name)
+                        restarts += 1
+                        running[position] = (flow, flow.start(spark, config, trigger))
+                        continue
                     raise describe_failure(
                         flow, config, error or RuntimeError("stopped unexpectedly")
                     )

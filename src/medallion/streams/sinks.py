@@ -99,7 +99,9 @@ def merge_insert_new(
     merge_into(spark, table, rows, keys, "WHEN NOT MATCHED THEN INSERT *", schema_evolution)
 
 
-def merge_upsert(spark: SparkSession, table: TableRef, rows: DataFrame, keys: Sequence[str]) -> None:
+def merge_upsert(
+    spark: SparkSession, table: TableRef, rows: DataFrame, keys: Sequence[str]
+) -> None:
     """Replace the rows with matching keys and insert the others."""
     clauses = "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
     merge_into(spark, table, rows, keys, clauses)

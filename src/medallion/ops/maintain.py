@@ -1,0 +1,298 @@
+"""Table maintenance: compaction with Z-ordering, and a VACUUM that never breaks a stream.
+
+``maintain`` runs, per table, ``OPTIMIZE`` (Z-ordered on the keys of :data:`ZORDER_KEYS`) and
+then ``VACUUM ... RETAIN n HOURS``. Both are safe while the pipeline runs:
+
+- OPTIMIZE commits with ``dataChange=false``: streams reading the table skip those commits,
+  so compacted rows are never read twice. A MERGE of a running stream that races an OPTIMIZE
+  is retried by the stream (medallion/conflicts.py); an OPTIMIZE that races a stream's
+  commit is retried here, and skipped (reported, not fatal) if it keeps losing.
+- VACUUM deletes only files that no version younger than the retention references. The
+  retention is refused (:class:`VacuumRefused`) unless it is at least the table's
+  ``delta.deletedFileRetentionDuration`` (Delta's own check, 7 days by default), longer than
+  ``Config.max_stream_downtime_hours``, and longer than the age of the oldest commit any
+  stream reading the table has not read yet (read from its checkpoint). Checkpoints live
+  under ``<lake>/_checkpoints``, outside every table folder, where VACUUM never looks.
+
+Why these keys, and the rules: docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from pyspark.sql import SparkSession
+
+from medallion.config import TABLES, Config, ConfigError, TableRef
+from medallion.conflicts import is_write_conflict, retry_on_conflict
+from medallion.ops import checkpoints
+from medallion.ops.lineage import stream_readers
+from medallion.ops.monitor import PROGRESS_TABLE_KEY, progress_table
+from medallion.tables import history, table_exists
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RETENTION_HOURS = 168.0
+
+# Z-order keys per table: the columns readers filter and join on. Empty: bin-packing only.
+ZORDER_KEYS: dict[str, tuple[str, ...]] = {
+    # Append-only, read in commit order by silver's stream and by ingestion time by people.
+    "bronze/events": (),
+    # Gold recomputes whole days (event_date IN ...); lookups and MERGE are by event_id.
+    "silver/events": ("event_date", "event_id"),
+    "silver/events_quarantine": (),
+    # The MERGE keys of gold, and how dashboards slice it (time range, then product).
+    "gold/hourly_product_metrics": ("window_start", "product_id"),
+    "bronze/customers": (),
+    # MERGE key and the join key of the revenue enrichment.
+    "silver/customers": ("customer_id",),
+    "silver/customer_tombstones": ("customer_id",),
+    "silver/customers_quarantine": (),
+    # The audit trail is read per customer.
+    "gold/customer_changes": ("customer_id",),
+    "gold/daily_revenue_by_country": ("event_date", "country"),
+    PROGRESS_TABLE_KEY: (),
+}
+
+_INTERVAL_PART = re.compile(
+    r"(-?\d+(?:\.\d+)?)\s*(weeks?|days?|hours?|minutes?|seconds?|milliseconds?|microseconds?)",
+    re.IGNORECASE,
+)
+_HOURS_PER_UNIT = {
+    "week": 168.0,
+    "day": 24.0,
+    "hour": 1.0,
+    "minute": 1 / 60,
+    "second": 1 / 3600,
+    "millisecond": 1 / 3_600_000,
+    "microsecond": 1 / 3_600_000_000,
+}
+
+
+class VacuumRefused(ConfigError):
+    """The VACUUM retention is below the safe minimum; the message says why and what is safe."""
+
+
+def interval_hours(text: str) -> float:
+    """Hours in a Delta interval property, for example ``interval 1 week`` -> 168.0."""
+    parts = _INTERVAL_PART.findall(text)
+    if not parts:
+        raise ValueError(f"not an interval: {text!r}")
+    return sum(float(n) * _HOURS_PER_UNIT[unit.lower().rstrip("s")] for n, unit in parts)
+
+
+@dataclass
+class TableMaintenance:
+    """What maintenance did to one table."""
+
+    table: str
+    files_before: int | None = None
+    files_after: int | None = None
+    zorder: tuple[str, ...] = ()
+    optimized: bool = False
+    vacuumed_files: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def maintained_tables(config: Config, only: Sequence[str] = ()) -> list[TableRef]:
+    """The tables to maintain: ``only`` (keys), or every contract table and the progress table."""
+    known = [*TABLES, PROGRESS_TABLE_KEY]
+    for key in only:
+        if key not in known:
+            raise ConfigError(f"unknown table {key!r}; known tables: {', '.join(known)}")
+    keys = list(only) or known
+    return [progress_table(config) if k == PROGRESS_TABLE_KEY else config.table(k) for k in keys]
+
+
+def _detail(spark: SparkSession, table: TableRef) -> dict:
+    row = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]
+    return row.asDict()
+
+
+def deleted_file_retention_hours(spark: SparkSession, table: TableRef) -> float:
+    """The table's ``delta.deletedFileRetentionDuration`` in hours (Delta's default: 168)."""
+    properties = _detail(spark, table).get("properties") or {}
+    value = properties.get("delta.deletedFileRetentionDuration")
+    return interval_hours(value) if value else DEFAULT_RETENTION_HOURS
+
+
+@dataclass(frozen=True)
+class StreamLag:
+    """How far behind its source a stream's checkpoint stands, and since when."""
+
+    stream: str
+    table: str
+    position: int
+    latest_version: int
+    oldest_unread_at: datetime | None
+
+    @property
+    def versions_behind(self) -> int:
+        """Versions of the source committed but not read by the stream."""
+        return max(0, self.latest_version - self.position + 1)
+
+    def hours_behind(self, now: datetime) -> float:
+        """Age in hours of the oldest commit the stream has not read (0 when caught up)."""
+        if self.oldest_unread_at is None or self.versions_behind == 0:
+            return 0.0
+        return max(0.0, (now - self.oldest_unread_at).total_seconds() / 3600)
+
+
+def stream_lags(spark: SparkSession, config: Config, table: TableRef) -> list[StreamLag]:
+    """The position of every stream that reads ``table`` as a Delta source and has started."""
+    if table.key not in TABLES or not table_exists(spark, table):
+        return []
+    lags = []
+    commits = None
+    for flow in stream_readers(table.key):
+        position = checkpoints.delta_position(config.checkpoint(flow.name))
+        if position is None:
+            continue
+        if commits is None:
+            commits = {r.version: r.timestamp for r in history(spark, table).collect()}
+        latest = max(commits)
+        at = commits.get(position.version)
+        if at is None and position.version <= latest:
+            at = commits[min(commits)]  # the log was cleaned up past it: as old as can be told
+        at = at.astimezone(timezone.utc) if at is not None else None  # collected as local
+        lags.append(StreamLag(flow.name, table.key, position.version, latest, at))
+    return lags
+
+
+def check_vacuum_retention(
+    spark: SparkSession,
+    config: Config,
+    table: TableRef,
+    retention_hours: float,
+    now: datetime | None = None,
+) -> None:
+    """Raise :class:`VacuumRefused` unless ``retention_hours`` is safe for ``table``."""
+    now = now or datetime.now(timezone.utc)
+    delta_minimum = deleted_file_retention_hours(spark, table)
+    downtime = config.max_stream_downtime_hours
+    if retention_hours < delta_minimum:
+        raise VacuumRefused(
+            f"VACUUM retention {retention_hours:g} hours for {table.key} is below Delta's "
+            f"retention check ({delta_minimum:g} hours, delta.deletedFileRetentionDuration): "
+            f"files a stream or a time-travel query may still read would be deleted; "
+            f"use --vacuum-retention {max(delta_minimum, downtime):g} or more"
+        )
+    if retention_hours <= downtime:
+        raise VacuumRefused(
+            f"VACUUM retention {retention_hours:g} hours for {table.key} is not longer than the "
+            f"maximum stream downtime ({downtime:g} hours, Config.max_stream_downtime_hours): "
+            f"a stream stopped that long would resume to find the files it has to read deleted; "
+            f"use a retention above {downtime:g} hours"
+        )
+    for lag in stream_lags(spark, config, table):
+        behind = lag.hours_behind(now)
+        if behind and retention_hours <= behind:
+            raise VacuumRefused(
+                f"VACUUM retention {retention_hours:g} hours for {table.key} would delete files "
+                f"stream {lag.stream} still has to read: it stands at version {lag.position} of "
+                f"{lag.latest_version}, committed {behind:.2f} hours ago; run the stream first, "
+                f"or retain more than {behind:.2f} hours"
+            )
+
+
+def _check_checkpoints_outside(config: Config, tables: Sequence[TableRef]) -> None:
+    root = (config.checkpoint_root or f"{config.lake}/_checkpoints").rstrip("/") + "/"
+    for table in tables:
+        if table.path and root.startswith(table.path.rstrip("/") + "/"):
+            raise VacuumRefused(
+                f"checkpoints ({root}) lie inside table {table.key}: VACUUM would delete them"
+            )
+
+
+def optimize(spark: SparkSession, table: TableRef, attempts: int = 4) -> TableMaintenance:
+    """Compact one table (Z-ordered on its keys); skipped when it has fewer than two files."""
+    keys = ZORDER_KEYS.get(table.key, ())
+    result = TableMaintenance(table.key, zorder=keys)
+    result.files_before = int(_detail(spark, table)["numFiles"])
+    if result.files_before < 2:
+        result.notes.append("nothing to compact")
+        result.files_after = result.files_before
+        return result
+    zorder = f" ZORDER BY ({', '.join(f'`{k}`' for k in keys)})" if keys else ""
+    statement = f"OPTIMIZE {table.sql_name}{zorder}"
+    log.info("%s", statement)
+    try:
+        retry_on_conflict(lambda: spark.sql(statement).collect(), statement, attempts, 1.0)
+        result.optimized = True
+    except Exception as error:
+        if not is_write_conflict(error):
+            raise
+        log.warning("%s kept conflicting with a running stream; skipped this time", statement)
+        result.notes.append("skipped: kept conflicting with concurrent writes")
+    result.files_after = int(_detail(spark, table)["numFiles"])
+    return result
+
+
+def vacuum(spark: SparkSession, table: TableRef, retention_hours: float) -> int:
+    """VACUUM one table (after :func:`check_vacuum_retention`); returns how many files it deleted."""
+    retain = f"RETAIN {float(retention_hours):g} HOURS"
+    doomed = spark.sql(f"VACUUM {table.sql_name} {retain} DRY RUN").count()
+    log.info("VACUUM %s %s: %d files", table.key, retain, doomed)
+    spark.sql(f"VACUUM {table.sql_name} {retain}").collect()
+    return doomed
+
+
+def maintain(
+    spark: SparkSession,
+    config: Config,
+    tables: Sequence[str] = (),
+    vacuum_retention_hours: float | None = DEFAULT_RETENTION_HOURS,
+    run_optimize: bool = True,
+) -> list[TableMaintenance]:
+    """OPTIMIZE and then VACUUM the tables (``tables``: keys; default: all of them).
+
+    ``vacuum_retention_hours=None`` skips VACUUM. Every retention is checked before anything
+    runs, so a refused VACUUM changes nothing.
+    """
+    refs = [t for t in maintained_tables(config, tables) if table_exists(spark, t)]
+    if vacuum_retention_hours is not None:
+        _check_checkpoints_outside(config, refs)
+        for table in refs:
+            check_vacuum_retention(spark, config, table, vacuum_retention_hours)
+    results = []
+    for table in refs:
+        if run_optimize:
+            result = optimize(spark, table)
+        else:
+            count = int(_detail(spark, table)["numFiles"])
+            result = TableMaintenance(table.key, count, count, ZORDER_KEYS.get(table.key, ()))
+        if vacuum_retention_hours is not None:
+            result.vacuumed_files = vacuum(spark, table, vacuum_retention_hours)
+        results.append(result)
+    return results
+
+
+def render(results: Sequence[TableMaintenance]) -> str:
+    """A fixed-width summary of a maintenance run."""
+    header = (
+        f"{'table':<32}{'files before':>13}{'files after':>12}{'vacuumed':>10}  z-order / notes"
+    )
+    lines = [header, "-" * len(header)]
+    for r in results:
+        vacuumed = "-" if r.vacuumed_files is None else str(r.vacuumed_files)
+        notes = ", ".join([", ".join(r.zorder) or "(bin-packing)", *r.notes])
+        lines.append(
+            f"{r.table:<32}{r.files_before!s:>13}{r.files_after!s:>12}{vacuumed:>10}  {notes}"
+        )
+    return "\n".join(lines)
+
+
+def files_on_disk(table: TableRef) -> int:
+    """Data files in a local table folder, referenced or not (what VACUUM would look at)."""
+    if table.path is None or not os.path.isdir(table.path):
+        return 0
+    count = 0
+    for _root, dirs, files in os.walk(table.path):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        count += sum(1 for f in files if f.endswith(".parquet"))
+    return count

@@ -1,0 +1,101 @@
+"""Replay: delete a layer's tables (or one table), their streams' checkpoints and everything
+downstream, so that the next run rebuilds them from the layer above.
+
+Bronze keeps the full history of the input, so silver and gold can always be rebuilt; bronze
+itself is never reset. What is downstream is derived from ``FLOWS`` (ops/lineage.py): a stream
+that writes a reset table is reset whole, with every table it writes, and so is every stream
+that reads a reset table. Stop the pipeline before a reset: a running stream would keep
+writing into what is being deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from medallion.config import Config, ConfigError, TableRef
+from medallion.ops.lineage import downstream
+from medallion.tables import table_exists
+
+log = logging.getLogger(__name__)
+
+RESETTABLE_LAYERS = ("silver", "gold")
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    """What a reset deletes: tables, and the checkpoints of the streams that write them."""
+
+    tables: tuple[TableRef, ...]
+    streams: tuple[str, ...]
+    checkpoints: tuple[str, ...]
+
+    def describe(self) -> str:
+        """The plan as lines for a person to confirm."""
+        lines = ["tables:"]
+        lines += [f"  {t.key} ({t.path or t.qualified_name})" for t in self.tables]
+        lines.append("stream checkpoints:")
+        lines += [f"  {s} ({c})" for s, c in zip(self.streams, self.checkpoints, strict=True)]
+        return "\n".join(lines)
+
+
+def plan_reset(config: Config, layer: str, table: str | None = None) -> ResetPlan:
+    """The tables and checkpoints to delete to rebuild ``layer`` (or one of its tables)."""
+    if layer not in RESETTABLE_LAYERS:
+        raise ConfigError(
+            f"cannot reset layer {layer!r}: use {' or '.join(RESETTABLE_LAYERS)} "
+            "(bronze holds the only copy of the input history)"
+        )
+    refs = config.tables()
+    if table is not None:
+        chosen = [config.table(table)]  # raises ConfigError for an unknown key
+        if chosen[0].layer != layer:
+            raise ConfigError(f"table {table!r} is not in layer {layer!r}")
+    else:
+        chosen = [t for t in refs if t.layer == layer]
+    flows, keys = downstream([t.key for t in chosen])
+    tables = tuple(config.table(k) for k in keys)
+    return ResetPlan(
+        tables, tuple(f.name for f in flows), tuple(config.checkpoint(f.name) for f in flows)
+    )
+
+
+def _delete_folder(spark: SparkSession, path: str) -> None:
+    if "://" not in path:
+        if os.path.exists(path):
+            shutil.rmtree(path)
+        return
+    jvm = spark.sparkContext._jvm  # a cloud path: through Hadoop's file system
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs.delete(hadoop_path, True)
+
+
+def execute_reset(spark: SparkSession, config: Config, plan: ResetPlan) -> None:
+    """Delete what ``plan`` lists. Tables are dropped from the catalog and their data removed."""
+    for table in plan.tables:
+        exists = table_exists(spark, table)
+        if table.path is not None:
+            if not config.uses_unity_catalog:
+                spark.sql(f"DROP TABLE IF EXISTS {table.qualified_name}")  # the registration
+            if exists:
+                _delete_folder(spark, table.path)
+        else:
+            spark.sql(f"DROP TABLE IF EXISTS {table.qualified_name}")
+        log.info("reset: deleted table %s", table.key)
+    for stream, checkpoint in zip(plan.streams, plan.checkpoints, strict=True):
+        _delete_folder(spark, checkpoint)
+        log.info("reset: deleted checkpoint of %s", stream)
+    _forget_cached_logs(spark)
+
+
+def _forget_cached_logs(spark: SparkSession) -> None:
+    """Drop this JVM's cached Delta logs: a table deleted and created again starts at version 0."""
+    try:
+        spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    except Exception:  # noqa: BLE001 - Spark Connect has no local JVM, and nothing cached
+        log.debug("could not clear the Delta log cache", exc_info=True)

@@ -1,0 +1,179 @@
+"""``medallion status``: every table's version, size and last commit, every stream's last batch,
+throughput and lag.
+
+Lag is read from the checkpoints, so it is right whether the streams run or not:
+
+- a stream reading landing files: files landed but not taken by a committed batch (landing
+  folder compared with the checkpoint's ``sources/0`` log);
+- a stream reading a Delta table: versions of the table committed after the position in the
+  checkpoint's last committed offsets (``reservoirVersion``).
+
+Throughput comes from the last executed batch recorded in ``<lake>/_system/stream_progress``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from medallion.config import Config, TableRef
+from medallion.ops import checkpoints
+from medallion.ops.lineage import stream_source
+from medallion.ops.maintain import stream_lags
+from medallion.ops.monitor import PROGRESS_TABLE_KEY, progress_table, read_progress
+from medallion.streams.flows import FLOWS, Flow
+from medallion.tables import history, read_table, table_exists
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def table_status(spark: SparkSession, table: TableRef) -> dict[str, Any]:
+    """Version, rows, files, bytes, and the last commit's time and operation of one table."""
+    if not table_exists(spark, table):
+        return {"table": table.key, "exists": False}
+    detail = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]
+    last = history(spark, table, 1).collect()[0]
+    return {
+        "table": table.key,
+        "exists": True,
+        "version": int(last["version"]),
+        "rows": read_table(spark, table).count(),
+        "files": int(detail["numFiles"]),
+        "size_bytes": int(detail["sizeInBytes"]),
+        "last_commit": _iso(last["timestamp"]),
+        "last_operation": last["operation"],
+    }
+
+
+def _last_progress(spark: SparkSession, config: Config) -> dict[str, dict[str, Any]]:
+    """The last executed batch of each stream, from the progress table."""
+    progress = read_progress(spark, config)
+    if progress is None:
+        return {}
+    executed = progress.where(F.col("duration_ms").getItem("addBatch").isNotNull())
+    latest = executed.groupBy("query_name").agg(F.max("timestamp").alias("timestamp"))
+    rows = executed.join(latest, ["query_name", "timestamp"]).collect()
+    return {
+        r.query_name: {
+            "batch_id": r.batch_id,
+            "at": _iso(r.timestamp),
+            "input_rows": r.num_input_rows,
+            "rows_per_second": None
+            if r.processed_rows_per_second is None
+            else round(r.processed_rows_per_second, 1),
+        }
+        for r in rows
+    }
+
+
+def _lag(spark: SparkSession, config: Config, flow: Flow, landing: str | None) -> dict[str, Any]:
+    source = stream_source(flow)
+    checkpoint = config.checkpoint(flow.name)
+    if source.startswith("landing/"):
+        if config.source != "files":
+            return {"kind": "kafka", "note": "offsets are in the checkpoint; see docs/kafka.md"}
+        if landing is None:
+            return {"kind": "files", "note": "give --landing to count files not yet ingested"}
+        folder = f"{landing.rstrip('/')}/{source.split('/', 1)[1]}"
+        landed = checkpoints.landed_files(folder)
+        taken = checkpoints.ingested_files(checkpoint, checkpoints.committed_batch(checkpoint))
+        return {"kind": "files", "landed": len(landed), "pending_files": len(landed - taken)}
+    table = config.table(source)
+    found = [lag for lag in stream_lags(spark, config, table) if lag.stream == flow.name]
+    if not found:
+        return {"kind": "delta", "source": source, "note": "not started"}
+    lag = found[0]
+    return {
+        "kind": "delta",
+        "source": source,
+        "source_version": lag.latest_version,
+        "next_version": lag.position,
+        "versions_behind": lag.versions_behind,
+    }
+
+
+def stream_status(
+    spark: SparkSession,
+    config: Config,
+    flow: Flow,
+    landing: str | None,
+    progress: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """Last committed batch, last recorded throughput and lag of one stream."""
+    checkpoint = config.checkpoint(flow.name)
+    return {
+        "stream": flow.name,
+        "layer": flow.layer,
+        "reads": flow.reads,
+        "started": checkpoints.exists(checkpoint),
+        "last_batch": checkpoints.committed_batch(checkpoint),
+        "planned_batch": checkpoints.planned_batch(checkpoint),
+        "last_progress": progress.get(flow.name),
+        "lag": _lag(spark, config, flow, landing),
+    }
+
+
+def lake_status(spark: SparkSession, config: Config, landing: str | None = None) -> dict[str, Any]:
+    """Everything ``medallion status`` shows, as plain data (what ``--json`` prints)."""
+    tables = [*config.tables(), progress_table(config)]
+    progress = _last_progress(spark, config)
+    return {
+        "lake": config.lake,
+        "tables": [table_status(spark, t) for t in tables],
+        "streams": [stream_status(spark, config, f, landing, progress) for f in FLOWS],
+    }
+
+
+def _lag_text(lag: dict[str, Any]) -> str:
+    if "note" in lag:
+        return lag["note"]
+    if lag["kind"] == "files":
+        return f"{lag['pending_files']} of {lag['landed']} landed files not ingested"
+    return (
+        f"{lag['versions_behind']} versions of {lag['source']} unread "
+        f"(at {lag['next_version']}, latest {lag['source_version']})"
+    )
+
+
+def render_status(status: dict[str, Any]) -> str:
+    """``status`` as two fixed-width tables."""
+    header = (
+        f"{'table':<30}{'version':>8}{'rows':>10}{'files':>7}{'bytes':>11}  "
+        f"{'last commit':<21}operation"
+    )
+    lines = [f"lake {status['lake']}", "", header, "-" * len(header)]
+    for t in status["tables"]:
+        if not t["exists"]:
+            lines.append(f"{t['table']:<30}{'(not created)':>8}")
+            continue
+        lines.append(
+            f"{t['table']:<30}{t['version']:>8}{t['rows']:>10}{t['files']:>7}"
+            f"{t['size_bytes']:>11}  {t['last_commit']:<21}{t['last_operation']}"
+        )
+    header = f"{'stream':<31}{'batch':>6}{'rows/s':>9}  {'last batch at':<21}lag"
+    lines += ["", header, "-" * len(header)]
+    for s in status["streams"]:
+        progress = s["last_progress"] or {}
+        batch = "-" if s["last_batch"] is None else str(s["last_batch"])
+        rate = progress.get("rows_per_second")
+        lines.append(
+            f"{s['stream']:<31}{batch:>6}{'-' if rate is None else rate:>9}  "
+            f"{progress.get('at') or '-':<21}{_lag_text(s['lag'])}"
+        )
+    return "\n".join(lines)
+
+
+def status_json(status: dict[str, Any]) -> str:
+    """``status`` as indented JSON."""
+    return json.dumps(status, indent=2, default=str)
+
+
+__all__ = ["PROGRESS_TABLE_KEY", "lake_status", "render_status", "status_json"]
