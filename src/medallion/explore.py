@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 from functools import reduce
 
 from pyspark.errors import AnalysisException
@@ -169,13 +170,16 @@ def plot_hourly_metrics(spark: SparkSession, config: Config, last_hours: int = 4
     """A matplotlib figure of the last ``last_hours`` hours of gold: revenue bars, purchases."""
     import matplotlib.pyplot as plt
 
-    totals = hourly_totals(spark, config).toPandas().tail(last_hours)
+    totals = hourly_totals(spark, config).toPandas()
+    if not totals.empty:
+        since = totals["window_start"].max() - timedelta(hours=last_hours)
+        totals = totals[totals["window_start"] > since]
     figure, revenue_axis = plt.subplots(figsize=(10, 4))
     revenue_axis.bar(totals["window_start"], totals["revenue"], width=1 / 24, color="tab:blue")
-    revenue_axis.set_ylabel("revenue per hour")
+    revenue_axis.set_ylabel("revenue per hour (bars)")
     purchases_axis = revenue_axis.twinx()
-    purchases_axis.plot(totals["window_start"], totals["purchases"], color="tab:orange")
-    purchases_axis.set_ylabel("purchases per hour")
+    purchases_axis.plot(totals["window_start"], totals["purchases"], "o", color="tab:orange")
+    purchases_axis.set_ylabel("purchases per hour (dots)")
     revenue_axis.set_title("gold/hourly_product_metrics, all products (UTC hours)")
     figure.autofmt_xdate()
     return figure

@@ -299,25 +299,18 @@ def run_task(params: TaskParams, layer: str | None, spark: SparkSession | None =
 
 
 def maintain(spark: SparkSession, config: Config, vacuum_retention_hours: float = 168) -> list[str]:
-    """Compact every table (``OPTIMIZE``) and remove unreferenced old files (``VACUUM``).
+    """Compact every table (``OPTIMIZE`` with Z-ordering) and safely ``VACUUM`` it.
 
-    A minimal maintenance task; the retention must pass Delta's safety check (7 days unless
-    that check is turned off), which keeps the files a lagging stream may still read.
-    Returns the statements it ran.
+    The maintenance task runs :func:`medallion.ops.maintain.maintain`, which refuses a
+    retention that could delete files a stopped or lagging stream still needs
+    (docs/operations.md). Returns the lines of its summary (files before/after per table).
     """
-    if vacuum_retention_hours <= 0:
-        raise ConfigError("the VACUUM retention must be positive")
-    done = []
+    from medallion.ops.maintain import maintain as maintain_tables
+    from medallion.ops.maintain import render
+
     prepare_storage(spark, config)
-    for table in config.tables():
-        for statement in (
-            f"OPTIMIZE {table.sql_name}",
-            f"VACUUM {table.sql_name} RETAIN {float(vacuum_retention_hours):g} HOURS",
-        ):
-            log.info("%s", statement)
-            spark.sql(statement)
-            done.append(statement)
-    return done
+    results = maintain_tables(spark, config, vacuum_retention_hours=vacuum_retention_hours)
+    return render(results).splitlines()
 
 
 def maintain_task(params: TaskParams, vacuum_retention_hours: str = "168") -> list[str]:

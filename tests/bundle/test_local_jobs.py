@@ -60,8 +60,8 @@ def test_the_exploration_notebook_shows_history_time_travel_changes_progress_and
     assert result.ok, result.error
     nb = nbformat.read(result.output_path, as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-    shown = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
-    assert "MERGE" in shown and "OPTIMIZE" in shown  # history
+    shown = "\n".join(o.get("text", "") + o.get("data", {}).get("text/html", "") for o in outputs)
+    assert "MERGE" in shown and "VACUUM END" in shown  # history
     assert "version" in shown and "rows" in shown  # time travel
     assert "Change Data Feed of gold/hourly_product_metrics" in shown
     assert "update_postimage" in shown  # the second delivery updated gold's hours

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections import Counter
 
+import pytest
 from lake_checks import assert_change_feed_audited, assert_lake_matches, lake_snapshot
 from oracle import expected_from
 
+from medallion.config import Config, DeltaSourceOptions
 from medallion.generate import generate, write_file_atomically
+from medallion.ops.maintain import VacuumRefused, files_on_disk, maintain
 from medallion.ops.monitor import read_progress
 from medallion.ops.reset import execute_reset, plan_reset
 from medallion.ops.status import lake_status, render_status
 from medallion.streams.flows import FLOWS, flow
 from medallion.streams.runner import run_available_now
+from medallion.tables import history, read_table
 
 NEW_EVENT = (
     '{"event_id": "late-arrival", "event_type": "view", "user_id": "u1", "product_id": "p1", '
@@ -82,4 +88,69 @@ def test_progress_is_recorded_status_shows_lag_and_a_reset_layer_is_rebuilt_equa
         k: v for k, v in before.items() if k != audit
     }
     assert_change_feed_audited(spark, config)
+    assert_lake_matches(spark, config, expected_from(landing))
+
+
+def _delta_actions(table_path, version: int) -> list[dict]:
+    log_file = table_path / "_delta_log" / f"{version:020d}.json"
+    return [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
+
+
+def test_compaction_is_not_reread_downstream_and_vacuum_keeps_what_a_lagging_stream_needs(
+    spark, dirs
+):
+    landing, lake = dirs
+    # Without skipChangeCommits a Delta source fails on any data-changing rewrite upstream, so
+    # this run proves that OPTIMIZE commits are dataChange=false and skipped by readers.
+    config = Config(
+        landing=str(landing),
+        lake=str(lake),
+        delta_source=DeltaSourceOptions(skip_change_commits=False),
+        max_stream_downtime_hours=0.0001,
+    )
+    generate(str(landing), events=300, customers=0, files=3, seed=7)
+    run_available_now(spark, config)
+    bronze = config.table("bronze/events")
+    read_before = read_table(spark, bronze).count()
+    generate(str(landing), events=150, customers=0, files=2, seed=8)
+    run_available_now(spark, config, (flow("bronze_events"),))  # silver now lags behind bronze
+    unread = read_table(spark, bronze).count() - read_before
+
+    results = {r.table: r for r in maintain(spark, config, vacuum_retention_hours=None)}
+    compacted = results["bronze/events"]
+    assert compacted.optimized and compacted.files_before >= 2 and compacted.files_after == 1
+    assert results["silver/events"].zorder == ("event_date", "event_id")
+    version = history(spark, config.table("bronze/events"), 1).collect()[0]
+    assert version.operation == "OPTIMIZE"
+    actions = _delta_actions(lake / "bronze" / "events", version.version)
+    files = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
+    assert files and not any(f["dataChange"] for f in files)
+
+    # Below Delta's retention check, or not above the stream downtime: refused, nothing runs.
+    with pytest.raises(VacuumRefused, match="below Delta's retention check"):
+        maintain(spark, config, ["bronze/events"], vacuum_retention_hours=1)
+    spark.sql(
+        f"ALTER TABLE {bronze.sql_name} SET TBLPROPERTIES "
+        "('delta.deletedFileRetentionDuration' = 'interval 0 hours')"
+    )
+    with pytest.raises(VacuumRefused, match="maximum stream downtime"):
+        maintain(spark, config, ["bronze/events"], vacuum_retention_hours=0.0001)
+    # The files OPTIMIZE just removed are the ones silver has not read yet: refused.
+    on_disk = files_on_disk(bronze)
+    with pytest.raises(VacuumRefused, match="stream silver_events still has to read"):
+        maintain(spark, config, ["bronze/events"], vacuum_retention_hours=0.0002)
+    assert files_on_disk(bronze) == on_disk
+
+    # The lagging streams catch up and read each new line once, not the compacted copies.
+    report = run_available_now(spark, config)
+    assert report.table("silver/events").rows_in == unread
+    assert_lake_matches(spark, config, expected_from(landing))
+
+    # Now nothing lags: VACUUM deletes the small files, and streams resume after it.
+    time.sleep(1.0)
+    vacuumed = maintain(spark, config, ["bronze/events"], 0.0002, run_optimize=False)
+    assert vacuumed[0].vacuumed_files == on_disk - 1
+    assert files_on_disk(bronze) == 1
+    generate(str(landing), events=100, customers=0, files=1, seed=9)
+    run_available_now(spark, config)
     assert_lake_matches(spark, config, expected_from(landing))

@@ -18,6 +18,7 @@ import argparse
 import copy
 import getpass
 import glob
+import logging
 import os
 import re
 import signal
@@ -27,10 +28,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from medallion.config import ConfigError
+
+if TYPE_CHECKING:
+    from medallion.bundle.notebooks import Kernels
 
 BUNDLE_FILE = "databricks.yml"
 LOCAL_TARGET = "local"
@@ -312,9 +317,15 @@ class Bundle:
             jobs[key] = _job(key, spec, source)
         return jobs
 
-    def job(self, key: str, target: str = LOCAL_TARGET, **kwargs: object) -> Job:
+    def job(
+        self,
+        key: str,
+        target: str = LOCAL_TARGET,
+        overrides: Mapping[str, str] | None = None,
+        user_name: str | None = None,
+    ) -> Job:
         """One job, resolved for ``target``; a clear error naming the known jobs."""
-        jobs = self.jobs(target, **kwargs)  # type: ignore[arg-type]
+        jobs = self.jobs(target, overrides, user_name)
         if key not in jobs:
             raise BundleError(f"unknown job {key!r}; jobs: {', '.join(jobs) or 'none'}")
         return jobs[key]
@@ -397,7 +408,7 @@ def run_job_locally(
     *,
     stream: bool = False,
     output_dir: str | Path | None = None,
-    kernels: object | None = None,
+    kernels: Kernels | None = None,
     echo: Callable[[str], None] = print,
     timeout: float | None = None,
 ) -> list[TaskRun]:
@@ -557,6 +568,7 @@ def add_job_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_job(args: argparse.Namespace) -> int:
     """``medallion job ...``: list the jobs, or run one; returns the exit code."""
+    logging.getLogger("traitlets").setLevel(logging.WARNING)  # nbclient's per-notebook notes
     bundle = Bundle(args.bundle) if args.bundle else Bundle()
     if args.job_command == "list":
         jobs = bundle.jobs(args.target)

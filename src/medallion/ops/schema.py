@@ -100,15 +100,22 @@ def check_table_schema(
 def breaking_change_message(
     table: TableRef, stream: str, checkpoint: str, check: SchemaCheck
 ) -> str:
-    """One paragraph: what changed, that the stream stopped, and the two ways to recover."""
+    """What changed, that the stream stopped, and the two ways to recover."""
     lake = checkpoint.rsplit("/_checkpoints/", 1)[0] if "/_checkpoints/" in checkpoint else "LAKE"
-    layer = table.layer
     return (
-        f"breaking schema change in {table.key}: {'; '.join(check.problems)}. "
-        f"Stream {stream} stopped before writing. To recover, either restore the table "
-        f"(RESTORE TABLE {table.sql_name} TO VERSION AS OF <version before the change>, see "
-        f"DESCRIBE HISTORY) and run again, or rebuild {layer} and everything downstream from "
-        f"the layer above: medallion reset --lake {lake} --layer {layer} --table {table.key} "
-        "--yes, then "
-        "medallion run (docs/operations.md)"
+        f"breaking schema change in {table.key}: {'; '.join(check.problems)}; stream {stream} "
+        "stopped before writing. Recover: RESTORE the table to its version before the change "
+        f"(DESCRIBE HISTORY), or rebuild it from the layer above: medallion reset --lake {lake} "
+        f"--layer {table.layer} --table {table.key} --yes, then medallion run "
+        "(docs/operations.md)"
     )
+
+
+def schema_mismatch_in(text: str) -> str | None:
+    """The message of a :class:`SchemaMismatchError` inside an error's text (a Python traceback
+    carried by a failed ``foreachBatch``), or None."""
+    marker = f"{SchemaMismatchError.__name__}: "
+    for line in text.splitlines():
+        if marker in line:
+            return line.split(marker, 1)[1].strip()[:800]
+    return None

@@ -14,7 +14,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.ops.monitor import monitored
-from medallion.ops.schema import is_restartable_schema_change
+from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_in
 from medallion.streams.flows import FLOWS, Flow, flows_by_layer
 from medallion.streams.sinks import Trigger
 from medallion.tables import ensure_tables, history, read_table, table_exists
@@ -64,6 +64,9 @@ class RunReport:
 def _short(error: BaseException) -> str:
     """The first meaningful line of an error, without a JVM stack trace."""
     text = getattr(error, "desc", None) or str(error)
+    mismatch = schema_mismatch_in(text)  # raised inside foreachBatch: its message, whole
+    if mismatch:
+        return mismatch
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith(("at ", "JVM stacktrace", "===")):

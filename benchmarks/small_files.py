@@ -1,0 +1,134 @@
+"""Files per table after many small micro-batches, with and without auto-compaction and
+optimized writes (``delta.autoOptimize.autoCompact`` / ``delta.autoOptimize.optimizeWrite``).
+
+Each micro-batch is what the events streams do with one small landed file, called directly
+rather than through 3 x N real triggers (which cost minutes more on a laptop):
+
+- bronze: the batch's rows appended to ``bronze/events`` (a blind append, as Delta's streaming
+  sink commits it);
+- silver: the real ``foreachBatch`` function of ``silver_events`` on those rows (quarantine
+  append + MERGE into ``silver/events``);
+- gold: the real ``foreachBatch`` function of ``gold_hourly_product_metrics`` on the batch's
+  valid events (MERGE into ``gold/hourly_product_metrics``).
+
+``--mode on`` keeps the table properties of medallion/tables.py; ``--mode off`` turns both
+properties off on every table first. Files are counted in the latest snapshot (``DESCRIBE
+DETAIL numFiles``) and on disk (what VACUUM would later delete). Results: docs/operations.md.
+
+    .venv/bin/python benchmarks/small_files.py --mode on --batches 200 --out build/bench-on.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+os.environ.setdefault("MEDALLION_SPARK_MASTER", "local[2]")
+
+TABLES = (
+    "bronze/events",
+    "silver/events",
+    "silver/events_quarantine",
+    "gold/hourly_product_metrics",
+)
+
+
+def _counts(spark, config) -> dict[str, dict[str, int]]:
+    from medallion.ops.maintain import files_on_disk
+
+    out = {}
+    for key in TABLES:
+        table = config.table(key)
+        detail = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]
+        out[key] = {"files": int(detail.numFiles), "on_disk": files_on_disk(table)}
+    return out
+
+
+def run(mode: str, batches: int, events_per_batch: int, lake: Path) -> dict:
+    from medallion.config import Config
+    from medallion.generate import generate_event_lines
+    from medallion.ops.maintain import maintain
+    from medallion.session import get_spark
+    from medallion.streams.flows import gold_hourly_batch, silver_events_batch
+    from medallion.streams.sinks import append_batch
+    from medallion.tables import ensure_tables
+    from medallion.transforms.bronze import to_bronze
+    from medallion.transforms.silver import valid_events, validate_events
+
+    spark = get_spark(app_name="medallion-small-files")
+    config = Config(landing=str(lake / "landing"), lake=str(lake / "lake"))
+    ensure_tables(spark, config)
+    if mode == "off":
+        for key in TABLES:
+            spark.sql(
+                f"ALTER TABLE {config.table(key).sql_name} SET TBLPROPERTIES ("
+                "'delta.autoOptimize.autoCompact' = 'false', "
+                "'delta.autoOptimize.optimizeWrite' = 'false')"
+            )
+    functions = {}
+    for name, factory in (
+        ("silver_events", silver_events_batch),
+        ("gold_hourly_product_metrics", gold_hourly_batch),
+    ):
+        checkpoint = config.checkpoint(name)
+        os.makedirs(checkpoint, exist_ok=True)
+        Path(checkpoint, "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}))
+        functions[name] = factory(config, checkpoint)
+
+    bronze = config.table("bronze/events")
+    samples: dict[int, dict] = {}
+    started = time.monotonic()
+    for batch in range(batches):
+        now = datetime.now(timezone.utc)
+        lines = [
+            (line, f"file:/landing/events/{batch}.json", now)
+            for line in generate_event_lines(events_per_batch, seed=1000 + batch)
+            if line.strip()
+        ]
+        raw = spark.createDataFrame(
+            lines, "value STRING, _source_file STRING, _ingested_at TIMESTAMP"
+        )
+        rows = to_bronze(raw).persist()
+        append_batch(rows, bronze)
+        functions["silver_events"](rows, batch)
+        functions["gold_hourly_product_metrics"](valid_events(validate_events(rows)), batch)
+        rows.unpersist()
+        if batch + 1 in (1, 50, 100, 150, batches):
+            samples[batch + 1] = _counts(spark, config)
+            print(f"{mode}: {batch + 1} batches, {time.monotonic() - started:.0f}s", flush=True)
+    seconds = time.monotonic() - started
+    maintain(spark, config, list(TABLES), vacuum_retention_hours=None)
+    return {
+        "mode": mode,
+        "batches": batches,
+        "events_per_batch": events_per_batch,
+        "seconds": round(seconds, 1),
+        "samples": samples,
+        "after_optimize": _counts(spark, config),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mode", choices=("on", "off"), required=True)
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--events-per-batch", type=int, default=10)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="medallion-small-files-") as folder:
+        result = run(args.mode, args.batches, args.events_per_batch, Path(folder))
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""OPTIMIZE while a real ``medallion run --stream`` process writes the same tables."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from lake_checks import assert_lake_matches
+from oracle import expected_from
+from processes import committed_batches, kill_group, run_medallion, start_medallion, wait_until
+
+from medallion.generate import generate
+from medallion.ops.maintain import maintain
+from medallion.tables import history
+
+COMPACTED = ["bronze/events", "silver/events", "gold/hourly_product_metrics"]
+
+
+@pytest.mark.slow
+def test_optimize_runs_beside_a_live_stream_which_continues_without_loss(
+    spark, config, dirs, tmp_path
+):
+    landing, lake = dirs
+    log = tmp_path / "stream.log"
+    generate(str(landing), events=500, customers=20, files=5, seed=31)
+    process = start_medallion(
+        "run", "--landing", str(landing), "--lake", str(lake), "--stream",
+        "--interval", "0.5", "--max-files-per-trigger", "1",
+        log_path=log,
+    )  # fmt: skip
+    gold = lake / "_checkpoints" / "gold_hourly_product_metrics"
+    try:
+        assert wait_until(lambda: committed_batches(gold) >= 1, timeout=300), log.read_text()[
+            -3000:
+        ]
+        generate(str(landing), events=400, customers=0, files=4, seed=32)  # keeps them busy
+        optimized = []
+        for _ in range(2):
+            done = committed_batches(gold)
+            results = maintain(spark, config, COMPACTED, vacuum_retention_hours=None)
+            optimized += [r.table for r in results if r.optimized]
+            assert process.poll() is None, log.read_text()[-3000:]
+            # The stream goes on committing batches after each compaction.
+            assert wait_until(lambda d=done: committed_batches(gold) > d, timeout=300), (
+                log.read_text()[-3000:]
+            )
+        assert optimized, "no OPTIMIZE committed"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=300) == 0, log.read_text()[-3000:]
+    finally:
+        if process.poll() is None:
+            kill_group(process)
+
+    for key in set(optimized) & {"silver/events", "gold/hourly_product_metrics"}:
+        operations = [r.operation for r in history(spark, config.table(key)).collect()]
+        first_optimize = len(operations) - 1 - operations[::-1].index("OPTIMIZE")
+        assert "MERGE" in operations[:first_optimize], f"{key}: no write after OPTIMIZE"
+    result = run_medallion("run", "--landing", str(landing), "--lake", str(lake))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_lake_matches(spark, config, expected_from(landing))

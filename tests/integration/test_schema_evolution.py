@@ -1,0 +1,107 @@
+"""Schema drift: new input fields, carrying one into silver, and a breaking change to silver."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+import pytest
+from lake_checks import assert_lake_matches
+from oracle import expected_from
+from processes import committed_batches, wait_until
+
+from medallion.generate import write_file_atomically
+from medallion.streams.flows import flow
+from medallion.streams.runner import PipelineError, run_available_now, run_streaming
+from medallion.tables import read_table
+
+
+def _event(n: int, **extra: object) -> str:
+    record = {
+        "event_id": f"e{n}",
+        "event_type": "view",
+        "user_id": f"u{n % 3}",
+        "product_id": "p1",
+        "event_timestamp": f"2026-11-20T10:{n:02d}:00Z",
+        **extra,
+    }
+    return json.dumps(record)
+
+
+def _stream(spark, config, flows):
+    """Run ``flows`` with processing-time triggers in a thread; returns (stop, thread, outcome)."""
+    stop, outcome = threading.Event(), {}
+
+    def target() -> None:
+        try:
+            outcome["report"] = run_streaming(spark, config, stop, flows)
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return stop, thread, outcome
+
+
+def _finish(stop, thread, outcome) -> None:
+    stop.set()
+    thread.join(timeout=300)
+    assert not thread.is_alive() and "error" not in outcome, outcome.get("error")
+
+
+def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_change_stops(
+    spark, config, dirs, caplog
+):
+    landing, lake = dirs
+    events = str(landing / "events")
+    config = config.with_options(trigger_interval_seconds=0.5)
+
+    # 1. A running bronze stream takes a file with a new field: no restart, nothing lost.
+    bronze_checkpoint = lake / "_checkpoints" / "bronze_events"
+    running = _stream(spark, config, (flow("bronze_events"),))
+    write_file_atomically(events, "a.json", [_event(1), _event(2)])
+    assert wait_until(lambda: committed_batches(bronze_checkpoint) >= 1, timeout=300)
+    write_file_atomically(events, "b.json", [_event(3, coupon="SAVE10"), _event(4, coupon=7)])
+    assert wait_until(lambda: committed_batches(bronze_checkpoint) >= 2, timeout=300)
+    _finish(*running)
+    bronze = read_table(spark, config.table("bronze/events"))
+    assert "coupon" not in bronze.columns
+    raws = {r.event_id: json.loads(r._raw) for r in bronze.collect()}
+    assert raws["e3"]["coupon"] == "SAVE10" and raws["e4"]["coupon"] == 7
+
+    # 2. Opt in: restart with the column carried. Silver's MERGE adds it (schema evolution);
+    #    gold, already reading silver, stops once on the schema change and is restarted.
+    carried = config.with_options(extra_event_columns=("coupon",))
+    gold_checkpoint = lake / "_checkpoints" / "gold_hourly_product_metrics"
+    caplog.set_level(logging.INFO, logger="medallion.streams.runner")
+    running = _stream(spark, carried, (flow("silver_events"), flow("gold_hourly_product_metrics")))
+    assert wait_until(lambda: committed_batches(gold_checkpoint) >= 1, timeout=300)
+    _finish(*running)
+    assert "gold_hourly_product_metrics: its source's schema changed; restarting it" in caplog.text
+    silver = read_table(spark, carried.table("silver/events"))
+    coupons = {r.event_id: r.coupon for r in silver.collect()}
+    assert coupons == {"e1": None, "e2": None, "e3": "SAVE10", "e4": "7"}
+    assert_lake_matches(spark, config, expected_from(landing))
+
+    # 3. Someone changes a silver column's type: silver stops before writing, saying how to
+    #    recover; nothing is written.
+    silver_ref = carried.table("silver/events")
+    (
+        silver.withColumn("revenue", silver["revenue"].cast("string"))
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .save(silver_ref.path)
+    )
+    write_file_atomically(events, "c.json", [_event(5, coupon="X")])
+    with pytest.raises(PipelineError) as failure:
+        run_available_now(spark, carried, (flow("bronze_events"), flow("silver_events")))
+    message = str(failure.value)
+    assert "stream 'silver_events'" in message
+    assert (
+        "breaking schema change in silver/events: column revenue is STRING, "
+        "expected DECIMAL(18,4) (type changed)" in message
+    )
+    assert f"medallion reset --lake {lake} --layer silver --table silver/events --yes" in message
+    assert read_table(spark, silver_ref).where("event_id = 'e5'").count() == 0

@@ -1,0 +1,264 @@
+"""Operations helpers without a pipeline: lineage, checkpoints, retention, schema, monitoring."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+import uuid
+
+import pytest
+from pyspark.sql.streaming.listener import QueryProgressEvent
+from pyspark.sql.types import DecimalType, StringType, StructField, StructType
+
+from medallion.config import Config, ConfigError
+from medallion.conflicts import is_write_conflict, retry_on_conflict
+from medallion.ops import checkpoints, monitor
+from medallion.ops.lineage import downstream, inputs, stream_readers, stream_source
+from medallion.ops.maintain import interval_hours
+from medallion.ops.reset import plan_reset
+from medallion.ops.schema import compare, is_restartable_schema_change
+from medallion.streams.flows import flow
+
+
+def test_lineage_is_read_from_the_flows():
+    revenue = flow("gold_daily_revenue_by_country")
+    assert inputs(revenue) == ("silver/events", "silver/customers")
+    assert stream_source(revenue) == "silver/events"
+    assert stream_source(flow("gold_customer_changes")) == "silver/customers"
+    assert [f.name for f in stream_readers("silver/events")] == [
+        "gold_hourly_product_metrics",
+        "gold_daily_revenue_by_country",
+    ]
+    flows, tables = downstream(["silver/customers"])
+    assert [f.name for f in flows] == [
+        "silver_customers",
+        "gold_customer_changes",
+        "gold_daily_revenue_by_country",
+    ]
+    # A stream is rebuilt whole: resetting customers rebuilds its tombstones and quarantine.
+    assert tables == [
+        "silver/customers",
+        "silver/customer_tombstones",
+        "silver/customers_quarantine",
+        "gold/customer_changes",
+        "gold/daily_revenue_by_country",
+    ]
+
+
+def test_reset_plans_cover_downstream_and_refuse_bronze(tmp_path):
+    config = Config(landing=str(tmp_path / "landing"), lake=str(tmp_path / "lake"))
+    plan = plan_reset(config, "gold", "gold/hourly_product_metrics")
+    assert [t.key for t in plan.tables] == ["gold/hourly_product_metrics"]
+    assert plan.checkpoints == (f"{tmp_path}/lake/_checkpoints/gold_hourly_product_metrics",)
+    assert "gold/hourly_product_metrics" in plan.describe()
+    with pytest.raises(ConfigError, match="bronze holds the only copy"):
+        plan_reset(config, "bronze")
+    with pytest.raises(ConfigError, match="not in layer"):
+        plan_reset(config, "gold", "silver/events")
+
+
+def test_extra_columns_are_validated():
+    cfg = Config(landing="/l", lake="/k", extra_event_columns=["coupon", "campaign"])
+    assert cfg.extra_event_columns == ("coupon", "campaign")
+    for bad, why in (("drop table", "invalid"), ("Revenue", "silver"), ("_raw", "metadata")):
+        with pytest.raises(ConfigError, match=why):
+            Config(landing="/l", lake="/k", extra_event_columns=(bad,))
+    with pytest.raises(ConfigError, match="twice"):
+        Config(landing="/l", lake="/k", extra_event_columns=("a", "A"))
+    with pytest.raises(ConfigError, match="downtime"):
+        Config(landing="/l", lake="/k", max_stream_downtime_hours=0)
+
+
+def test_delta_intervals_in_hours():
+    assert interval_hours("interval 1 week") == 168
+    assert interval_hours("interval 7 days") == 168
+    assert interval_hours("INTERVAL 2 days 12 hours") == 60
+    assert interval_hours("interval 0 hours") == 0
+    assert interval_hours("interval 30 minutes") == 0.5
+
+
+class _Conflict(Exception):
+    pass
+
+
+def test_only_write_conflicts_are_retried():
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise _Conflict("[DELTA_CONCURRENT_DELETE_READ] a concurrent OPTIMIZE removed ...")
+        return "done"
+
+    assert retry_on_conflict(flaky, "test", backoff_seconds=0.001) == "done"
+    assert len(calls) == 3
+    assert not is_write_conflict(ValueError("[DELTA_METADATA_CHANGED] schema changed"))
+    with pytest.raises(ValueError):
+        retry_on_conflict(lambda: (_ for _ in ()).throw(ValueError("x")), "test")
+    assert is_restartable_schema_change(RuntimeError("[DELTA_SCHEMA_CHANGED_WITH_VERSION] v 2"))
+    assert not is_restartable_schema_change(RuntimeError("other"))
+
+
+def test_schema_comparison_finds_renames_and_type_changes():
+    expected = StructType(
+        [StructField("event_id", StringType()), StructField("revenue", DecimalType(18, 4))]
+    )
+    assert not compare(expected, expected).breaking
+    renamed = StructType(
+        [StructField("id", StringType()), StructField("revenue", DecimalType(18, 4))]
+    )
+    check = compare(renamed, expected)
+    assert check.problems == ("column event_id is missing (renamed or dropped)",)
+    assert check.unexpected == ("id",)
+    retyped = StructType(
+        [StructField("EVENT_ID", StringType()), StructField("revenue", StringType())]
+    )
+    assert compare(retyped, expected).problems == (
+        "column revenue is STRING, expected DECIMAL(18,4) (type changed)",
+    )
+    wider = StructType([*expected.fields, StructField("coupon", StringType())])
+    assert compare(wider, expected) == compare(wider, expected)
+    assert (
+        compare(wider, expected).unexpected == ("coupon",) and not compare(wider, expected).breaking
+    )
+
+
+def _write_log(path, entries):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("v1\n" + "\n".join(json.dumps(e) for e in entries) + "\n")
+
+
+def test_checkpoint_positions_and_ingested_files(tmp_path):
+    cp = tmp_path / "cp"
+    (cp / "metadata").parent.mkdir(parents=True)
+    (cp / "metadata").write_text('{"id":"x"}')
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}}
+    for batch, version in ((0, 3), (1, 5), (2, 7)):
+        source = {"sourceVersion": 1, "reservoirVersion": version, "index": -1}
+        _write_log(cp / "offsets" / str(batch), [meta, source])
+    _write_log(cp / "commits" / "0", [{}])
+    _write_log(cp / "commits" / "1", [{}])
+    # Batch 2 is planned, not committed: a restart replays it from the end of batch 1.
+    assert checkpoints.delta_position(str(cp)) == checkpoints.DeltaPosition(5, -1, False)
+    assert checkpoints.committed_batch(str(cp)) == 1 and checkpoints.planned_batch(str(cp)) == 2
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for name in ("a.json", "b c.json", "c.json", ".d.json.tmp", "_e.json"):
+        (landing / name).write_text("{}\n")
+    uri = f"file://{landing}"
+    _write_log(cp / "sources" / "0" / "9.compact", [{"path": f"{uri}/a.json", "batchId": 0}])
+    _write_log(cp / "sources" / "0" / "10", [{"path": f"{uri}/b%20c.json", "batchId": 1}])
+    _write_log(cp / "sources" / "0" / "11", [{"path": f"{uri}/c.json", "batchId": 2}])
+    landed = checkpoints.landed_files(str(landing))
+    assert len(landed) == 3
+    taken = checkpoints.ingested_files(str(cp), up_to_batch=1)
+    assert landed - taken == {str(landing / "c.json")}
+
+
+def _progress_event(name: str, batch: int, rows: int, executed: bool = True) -> QueryProgressEvent:
+    duration = {"triggerExecution": 20, "latestOffset": 2}
+    if executed:
+        duration["addBatch"] = 15
+    return QueryProgressEvent.fromJson(
+        {
+            "progress": {
+                "id": str(uuid.UUID(int=1)),
+                "runId": str(uuid.UUID(int=2)),
+                "name": name,
+                "timestamp": "2026-11-20T10:00:00.123Z",
+                "batchId": batch,
+                "batchDuration": 20,
+                "numInputRows": rows,
+                "inputRowsPerSecond": 10.0,
+                "processedRowsPerSecond": 50.0,
+                "durationMs": duration,
+                "stateOperators": [],
+                "sources": [
+                    {
+                        "description": "DeltaSource[file:/lake/bronze/events]",
+                        "startOffset": None,
+                        "endOffset": '{"reservoirVersion": 2}',
+                        "latestOffset": None,
+                        "numInputRows": rows,
+                        "inputRowsPerSecond": 10.0,
+                        "processedRowsPerSecond": 50.0,
+                    }
+                ],
+                "sink": {"description": "ForeachBatchSink", "numOutputRows": -1},
+            }
+        }
+    )
+
+
+class _FakeStreams:
+    def __init__(self):
+        self.listeners = []
+
+    def addListener(self, listener):
+        self.listeners.append(listener)
+
+    def removeListener(self, listener):
+        self.listeners.remove(listener)
+
+
+class _FakeSpark:
+    def __init__(self):
+        self.streams = _FakeStreams()
+
+
+QUERY_ID = uuid.UUID(int=1)
+
+
+def _started(recorder):
+    recorder.onQueryStarted(type("Started", (), {"id": QUERY_ID})())
+
+
+def test_progress_rows_and_live_progress_without_flooding(monkeypatch, tmp_path, caplog):
+    written = []
+    monkeypatch.setattr(monitor, "write_progress", lambda spark, config, rows: written.extend(rows))
+    monkeypatch.setattr(monitor, "wait_for_listener_bus", lambda spark: None)
+    config = Config(landing=str(tmp_path), lake=str(tmp_path))
+    caplog.set_level(logging.INFO, logger="medallion.ops.monitor")
+
+    # Not a terminal: a log line only when the counts changed, at most every log_seconds.
+    run = monitor.RunMonitor(_FakeSpark(), config, flush_seconds=3600, log_seconds=0.05, live=False)
+    run.start()
+    recorder = run.spark.streams.listeners[0]
+    _started(recorder)
+    recorder.onQueryProgress(_progress_event("bronze_events", 0, 120))
+    recorder.onQueryProgress(_progress_event("silver_events", 0, 100))
+    time.sleep(0.5)
+    recorder.onQueryProgress(_progress_event("silver_events", 1, 0, executed=False))  # idle
+    time.sleep(0.3)
+    run.close()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("progress:")]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("progress: bronze 120 rows/1 batches | silver 100 rows/1 batches")
+    # Every event, idle ones included, is written when the run ends.
+    assert [(r["query_name"], r["batch_id"]) for r in written] == [
+        ("bronze_events", 0),
+        ("silver_events", 0),
+        ("silver_events", 1),
+    ]
+    row = written[0]
+    assert row["duration_ms"]["addBatch"] == 15 and row["num_input_rows"] == 120
+    assert row["timestamp"].isoformat() == "2026-11-20T10:00:00.123000+00:00"
+    assert row["sources"][0]["end_offset"] == '{"reservoirVersion": 2}'
+    assert row["sink_description"] == "ForeachBatchSink"
+    assert run.spark.streams.listeners == []
+
+    # A terminal: one status line redrawn in place.
+    screen = io.StringIO()
+    run = monitor.RunMonitor(_FakeSpark(), config, flush_seconds=3600, stream=screen, live=True)
+    run.start()
+    recorder = run.spark.streams.listeners[0]
+    recorder.onQueryProgress(_progress_event("gold_x", 0, 5))  # a query of another run: ignored
+    _started(recorder)
+    recorder.onQueryProgress(_progress_event("gold_x", 0, 5))
+    time.sleep(1.3)
+    run.close()
+    assert "\r\x1b[Kgold 5 rows/1 batches | " in screen.getvalue()
+    assert "\n" not in screen.getvalue()
