@@ -101,7 +101,9 @@ def run(mode: str, batches: int, events_per_batch: int, lake: Path) -> dict:
         rows.unpersist()
         if batch + 1 in (1, 50, 100, 150, batches):
             samples[batch + 1] = _counts(spark, config)
-            print(f"{mode}: {batch + 1} batches, {time.monotonic() - started:.0f}s", flush=True)
+            files = {k: v["files"] for k, v in samples[batch + 1].items()}
+            elapsed = time.monotonic() - started
+            print(f"{mode}: {batch + 1} batches, {elapsed:.0f}s, files {files}", flush=True)
     seconds = time.monotonic() - started
     maintain(spark, config, list(TABLES), vacuum_retention_hours=None)
     return {

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import threading
 import time
@@ -186,14 +187,15 @@ def landing_datasets() -> list[str]:
 
 
 def prepare_storage(
-    spark: SparkSession, config: Config, tables: bool = True, attempts: int = 3
+    spark: SparkSession, config: Config, tables: bool = True, attempts: int = 10
 ) -> None:
     """Create what the flows need before they start: volumes, landing folders, tables.
 
     Unity Catalog volumes named by the landing, lake and checkpoint paths are created if
     missing (``CREATE VOLUME IF NOT EXISTS``). With ``tables``, the tables too: tasks of a
-    continuous job start together and may race to create the same tables, so that step is
-    retried. (An available-now run creates its tables itself, one task after another.)
+    continuous job start together and race to create the same tables, so that step is retried
+    (each try keeps what the others created) after a random pause. (An available-now run
+    creates its tables itself, one task after another.)
     """
     paths = (config.landing, config.lake, config.checkpoint_root or "")
     for volume in dict.fromkeys(v for v in map(volume_of, paths) if v is not None):
@@ -216,7 +218,7 @@ def prepare_storage(
             if attempt == attempts:
                 raise
             log.info("creating the tables raced with another task; trying again")
-            time.sleep(attempt)
+            time.sleep(random.uniform(0.5, 2.0))
 
 
 def stop_on_signals() -> threading.Event:

@@ -118,6 +118,12 @@ def test_schema_comparison_finds_renames_and_type_changes():
     assert compare(retyped, expected).problems == (
         "column revenue is STRING, expected DECIMAL(18,4) (type changed)",
     )
+    # An extra column not written yet may be absent; once there, it must be a STRING.
+    carried = StructType([*expected.fields, StructField("coupon", StringType())])
+    assert not compare(expected, carried, optional=["coupon"]).breaking
+    assert compare(expected, carried).breaking
+    wrong = StructType([*expected.fields, StructField("coupon", DecimalType(18, 4))])
+    assert compare(wrong, carried, optional=["coupon"]).breaking
     wider = StructType([*expected.fields, StructField("coupon", StringType())])
     assert compare(wider, expected) == compare(wider, expected)
     assert (

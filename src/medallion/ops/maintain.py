@@ -123,24 +123,34 @@ def deleted_file_retention_hours(spark: SparkSession, table: TableRef) -> float:
 
 @dataclass(frozen=True)
 class StreamLag:
-    """How far behind its source a stream's checkpoint stands, and since when."""
+    """Where a stream stands in its Delta source, and since when files it needs could go.
+
+    ``position`` is the version the stream resumes at: every earlier version is read; with
+    ``index`` -1 nothing of ``position`` is read yet, with ``index`` >= 0 it is read up to that
+    file (often completely). Files the stream still needs were added at ``position`` or later,
+    so no commit older than ``position + 1`` can have removed them: ``next_commit_at`` (the time
+    of version ``position + 1``, None while there is none) is what VACUUM must keep clear of.
+    """
 
     stream: str
     table: str
     position: int
+    index: int
     latest_version: int
-    oldest_unread_at: datetime | None
+    next_commit_at: datetime | None
 
     @property
     def versions_behind(self) -> int:
-        """Versions of the source committed but not read by the stream."""
-        return max(0, self.latest_version - self.position + 1)
+        """Versions of the source committed after the stream's position (the position's own
+        version counts while none of it is read)."""
+        unread_from = self.position if self.index < 0 else self.position + 1
+        return max(0, self.latest_version - unread_from + 1)
 
     def hours_behind(self, now: datetime) -> float:
-        """Age in hours of the oldest commit the stream has not read (0 when caught up)."""
-        if self.oldest_unread_at is None or self.versions_behind == 0:
+        """Hours since a commit could first have removed a file the stream still needs."""
+        if self.next_commit_at is None:
             return 0.0
-        return max(0.0, (now - self.oldest_unread_at).total_seconds() / 3600)
+        return max(0.0, (now - self.next_commit_at).total_seconds() / 3600)
 
 
 def stream_lags(spark: SparkSession, config: Config, table: TableRef) -> list[StreamLag]:
@@ -156,11 +166,12 @@ def stream_lags(spark: SparkSession, config: Config, table: TableRef) -> list[St
         if commits is None:
             commits = {r.version: r.timestamp for r in history(spark, table).collect()}
         latest = max(commits)
-        at = commits.get(position.version)
-        if at is None and position.version <= latest:
-            at = commits[min(commits)]  # the log was cleaned up past it: as old as can be told
-        at = at.astimezone(timezone.utc) if at is not None else None  # collected as local
-        lags.append(StreamLag(flow.name, table.key, position.version, latest, at))
+        at = None
+        if position.version + 1 <= latest:
+            # A log cleaned up past the position: as old as can be told.
+            at = commits.get(position.version + 1, commits[min(commits)])
+            at = at.astimezone(timezone.utc)  # collected as local time
+        lags.append(StreamLag(flow.name, table.key, position.version, position.index, latest, at))
     return lags
 
 
@@ -195,8 +206,9 @@ def check_vacuum_retention(
             raise VacuumRefused(
                 f"VACUUM retention {retention_hours:g} hours for {table.key} would delete files "
                 f"stream {lag.stream} still has to read: it stands at version {lag.position} of "
-                f"{lag.latest_version}, committed {behind:.2f} hours ago; run the stream first, "
-                f"or retain more than {behind:.2f} hours"
+                f"{lag.latest_version}, and version {lag.position + 1} was committed "
+                f"{behind:.2f} hours ago; run the stream first, or retain more than "
+                f"{behind:.2f} hours"
             )
 
 

@@ -65,15 +65,21 @@ def expected_schema(key: str, extra_columns: Sequence[str] = ()) -> StructType:
     return schema
 
 
-def compare(actual: StructType, expected: StructType) -> SchemaCheck:
-    """The breaking differences (by name, case-insensitive; nullability ignored) and extras."""
+def compare(actual: StructType, expected: StructType, optional: Sequence[str] = ()) -> SchemaCheck:
+    """The breaking differences (by name, case-insensitive; nullability ignored) and extras.
+
+    ``optional`` columns may be absent (extra columns, added by the first write that carries
+    them); when present they must have the expected type like the others.
+    """
     have = {f.name.lower(): f for f in actual.fields}
     want = {f.name.lower(): f for f in expected.fields}
+    may_lack = {name.lower() for name in optional}
     problems = []
     for name, field in want.items():
         found = have.get(name)
         if found is None:
-            problems.append(f"column {field.name} is missing (renamed or dropped)")
+            if name not in may_lack:
+                problems.append(f"column {field.name} is missing (renamed or dropped)")
         elif found.dataType != field.dataType:
             problems.append(
                 f"column {field.name} is {found.dataType.simpleString().upper()}, "
@@ -91,7 +97,8 @@ def check_table_schema(
     extra_columns: Sequence[str] = (),
 ) -> SchemaCheck:
     """Compare ``table`` with what ``stream`` writes; raise :class:`SchemaMismatchError` if broken."""
-    check = compare(read_table(spark, table).schema, expected_schema(table.key, extra_columns))
+    expected = expected_schema(table.key, extra_columns)
+    check = compare(read_table(spark, table).schema, expected, optional=extra_columns)
     if check.breaking:
         raise SchemaMismatchError(breaking_change_message(table, stream, checkpoint, check))
     return check

@@ -8,7 +8,8 @@ Lag is read from the checkpoints, so it is right whether the streams run or not:
 - a stream reading a Delta table: versions of the table committed after the position in the
   checkpoint's last committed offsets (``reservoirVersion``).
 
-Throughput comes from the last executed batch recorded in ``<lake>/_system/stream_progress``.
+Throughput comes from the last batch with input rows recorded in
+``<lake>/_system/stream_progress``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def _last_progress(spark: SparkSession, config: Config) -> dict[str, dict[str, A
     progress = read_progress(spark, config)
     if progress is None:
         return {}
-    executed = progress.where(F.col("duration_ms").getItem("addBatch").isNotNull())
+    executed = progress.where(
+        F.col("duration_ms").getItem("addBatch").isNotNull() & (F.col("num_input_rows") > 0)
+    )
     latest = executed.groupBy("query_name").agg(F.max("timestamp").alias("timestamp"))
     rows = executed.join(latest, ["query_name", "timestamp"]).collect()
     return {
@@ -95,7 +98,8 @@ def _lag(spark: SparkSession, config: Config, flow: Flow, landing: str | None) -
         "kind": "delta",
         "source": source,
         "source_version": lag.latest_version,
-        "next_version": lag.position,
+        "position": lag.position,
+        "index": lag.index,
         "versions_behind": lag.versions_behind,
     }
 
@@ -139,7 +143,7 @@ def _lag_text(lag: dict[str, Any]) -> str:
         return f"{lag['pending_files']} of {lag['landed']} landed files not ingested"
     return (
         f"{lag['versions_behind']} versions of {lag['source']} unread "
-        f"(at {lag['next_version']}, latest {lag['source_version']})"
+        f"(at {lag['position']}, latest {lag['source_version']})"
     )
 
 
@@ -158,7 +162,7 @@ def render_status(status: dict[str, Any]) -> str:
             f"{t['table']:<30}{t['version']:>8}{t['rows']:>10}{t['files']:>7}"
             f"{t['size_bytes']:>11}  {t['last_commit']:<21}{t['last_operation']}"
         )
-    header = f"{'stream':<31}{'batch':>6}{'rows/s':>9}  {'last batch at':<21}lag"
+    header = f"{'stream':<31}{'batch':>6}{'rows/s':>9}  {'last data at':<21}lag"
     lines += ["", header, "-" * len(header)]
     for s in status["streams"]:
         progress = s["last_progress"] or {}

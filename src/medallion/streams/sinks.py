@@ -12,6 +12,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import TableRef
 from medallion.conflicts import retry_on_conflict
+from medallion.streams.checkpoints import discard_abandoned_writes
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -111,6 +112,7 @@ def start_append(
     df: DataFrame, table: TableRef, checkpoint: str, trigger: Trigger, query_name: str
 ) -> StreamingQuery:
     """Start a stream appending to a Delta table; Delta's sink makes each batch exactly-once."""
+    discard_abandoned_writes(checkpoint)
     writer = (
         df.writeStream.format("delta")
         .queryName(query_name)
@@ -131,6 +133,7 @@ def start_foreach_batch(
     query_name: str,
 ) -> StreamingQuery:
     """Start a stream that hands every micro-batch to ``process(batch_df, batch_id)``."""
+    discard_abandoned_writes(checkpoint)
     return (
         df.writeStream.queryName(query_name)
         .option("checkpointLocation", checkpoint)
