@@ -30,6 +30,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from medallion.config import Config, ConfigError, quote_identifier
+from medallion.session import is_connect_session
 from medallion.streams.flows import FLOWS, Flow
 from medallion.streams.runner import RunReport, TableSummary, run_available_now, run_streaming
 from medallion.tables import ensure_tables
@@ -266,11 +267,6 @@ def run_flows(
     if connect and len(flows) > 1:
         return combine_reports([run_available_now(spark, config, (f,)) for f in flows])
     return run_available_now(spark, config, flows)
-
-
-def is_connect_session(spark: SparkSession) -> bool:
-    """True for a Spark Connect session (a remote client, Databricks serverless included)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def combine_reports(reports: Sequence[RunReport]) -> RunReport:

@@ -175,3 +175,8 @@ def quiet_spark_logs(spark: SparkSession, level: str | None = None) -> None:
         spark.sparkContext.setLogLevel(level)
     except Exception:  # Spark Connect has no SparkContext; the server decides its logging.
         log.debug("could not set the Spark log level", exc_info=True)
+
+
+def is_connect_session(spark: SparkSession) -> bool:
+    """True for a Spark Connect session (a remote client, Databricks serverless included)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")

@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 from medallion.config import Config, TableRef, quote_identifier
+from medallion.session import is_connect_session
 
 log = logging.getLogger(__name__)
 
@@ -203,11 +204,6 @@ def wait_for_listener_bus(spark: SparkSession, timeout_seconds: float = 30.0) ->
     except Exception:  # noqa: BLE001 - Spark Connect, or a bus that would not drain in time
         log.debug("could not wait for the listener bus", exc_info=True)
         time.sleep(1.0)
-
-
-def is_connect_session(spark: SparkSession) -> bool:
-    """True for a Spark Connect session, whose listeners run on the server."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 LAYER_OF_STREAM: Callable[[str], str] = lambda name: name.split("_", 1)[0]  # noqa: E731

@@ -11,6 +11,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.ops.schema import check_table_schema
+from medallion.streams import customers
 from medallion.streams.sinks import (
     Trigger,
     append_batch,
@@ -21,7 +22,6 @@ from medallion.streams.sinks import (
     start_append,
     start_foreach_batch,
 )
-from medallion.streams import customers
 from medallion.streams.sources import delta_stream, input_lines
 from medallion.tables import read_table
 from medallion.transforms.bronze import to_bronze

@@ -15,6 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.config import Config
 from medallion.ops.monitor import monitored
 from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_in
+from medallion.session import is_connect_session
 from medallion.streams.flows import FLOWS, Flow, flows_by_layer
 from medallion.streams.sinks import Trigger
 from medallion.tables import ensure_tables, history, read_table, table_exists
@@ -146,24 +147,38 @@ def run_available_now(
     before = _versions(spark, config)
     trigger = Trigger(available_now=True)
     finished: dict[str, StreamingQuery] = {}
+    # Over Spark Connect every foreachBatch shares the client's session, so the txnAppId /
+    # txnVersion confs of concurrent flows could tag each other's writes: run them one by one.
+    one_at_a_time = is_connect_session(spark)
     for layer, layer_flows in flows_by_layer(flows):
-        started = []
-        for flow in layer_flows:
-            log.info("starting %s (%s, available now)", flow.name, layer)
-            try:
-                started.append((flow, flow.start(spark, config, trigger)))
-            except PySparkException as error:
-                raise describe_failure(flow, config, error) from error
-        for flow, query in started:
-            try:
-                query.awaitTermination()
-            except PySparkException as error:
-                for _, other in started:
-                    other.stop()
-                raise describe_failure(flow, config, error) from error
-            finished[flow.name] = query
-            log.info("%s done: %d batches", flow.name, len(query.recentProgress))
+        groups = [[f] for f in layer_flows] if one_at_a_time else [layer_flows]
+        for group in groups:
+            finished.update(_run_group(spark, config, layer, group, trigger))
     return _summarize(spark, config, before, finished)
+
+
+def _run_group(
+    spark: SparkSession, config: Config, layer: str, flows: list[Flow], trigger: Trigger
+) -> dict[str, StreamingQuery]:
+    """Start flows together and wait for all of them; stop the rest if one fails."""
+    started = []
+    finished = {}
+    for flow in flows:
+        log.info("starting %s (%s, available now)", flow.name, layer)
+        try:
+            started.append((flow, flow.start(spark, config, trigger)))
+        except PySparkException as error:
+            raise describe_failure(flow, config, error) from error
+    for flow, query in started:
+        try:
+            query.awaitTermination()
+        except PySparkException as error:
+            for _, other in started:
+                other.stop()
+            raise describe_failure(flow, config, error) from error
+        finished[flow.name] = query
+        log.info("%s done: %d batches", flow.name, len(query.recentProgress))
+    return finished
 
 
 def _stop_gracefully(query: StreamingQuery, timeout: float) -> None:
@@ -183,6 +198,12 @@ def run_streaming(
     Queries stop upstream first, each after its in-flight batch. A failed query stops the others
     and raises :class:`PipelineError`.
     """
+    if is_connect_session(spark):
+        raise PipelineError(
+            "a continuous run over Spark Connect is not supported: its foreachBatch functions "
+            "share one session, so their txnAppId/txnVersion settings could skip each other's "
+            "writes. Run available-now over Connect, or --stream on a classic cluster or locally."
+        )
     _prepare(spark, config)
     before = _versions(spark, config)
     trigger = Trigger(available_now=False, interval_seconds=config.trigger_interval_seconds)
