@@ -268,3 +268,15 @@ def test_progress_rows_and_live_progress_without_flooding(monkeypatch, tmp_path,
     run.close()
     assert "\r\x1b[Kgold 5 rows/1 batches | " in screen.getvalue()
     assert "\n" not in screen.getvalue()
+
+
+def test_reset_without_a_terminal_needs_yes_and_deletes_nothing(tmp_path, capsys):
+    from medallion.cli import main
+
+    checkpoint = tmp_path / "lake" / "_checkpoints" / "silver_events"
+    checkpoint.mkdir(parents=True)
+    assert main(["reset", "--lake", str(tmp_path / "lake"), "--layer", "silver"]) == 2
+    out, err = capsys.readouterr()
+    assert "silver/events" in out and "gold/hourly_product_metrics" in out
+    assert "pass --yes" in err
+    assert checkpoint.exists()

@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -245,13 +246,42 @@ def optimize(spark: SparkSession, table: TableRef, attempts: int = 4) -> TableMa
     return result
 
 
+# Delta 4 ignores a RETAIN other than 0 hours unless this is off (it then uses the table's
+# delta.deletedFileRetentionDuration instead): VACUUM turns it off so the checked retention is
+# the one applied.
+_IGNORE_RETAIN = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
+
+
+@contextmanager
+def _conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
 def vacuum(spark: SparkSession, table: TableRef, retention_hours: float) -> int:
-    """VACUUM one table (after :func:`check_vacuum_retention`); returns how many files it deleted."""
+    """VACUUM one table (after :func:`check_vacuum_retention`); returns how many files it deleted.
+
+    The count is of data files on disk before and after for a local table, else the files a
+    ``DRY RUN`` lists.
+    """
     retain = f"RETAIN {float(retention_hours):g} HOURS"
-    doomed = spark.sql(f"VACUUM {table.sql_name} {retain} DRY RUN").count()
-    log.info("VACUUM %s %s: %d files", table.key, retain, doomed)
-    spark.sql(f"VACUUM {table.sql_name} {retain}").collect()
-    return doomed
+    doomed = 0
+    with _conf(spark, _IGNORE_RETAIN, "false"):
+        before = data_files(table)
+        if before is None:
+            doomed = spark.sql(f"VACUUM {table.sql_name} {retain} DRY RUN").count()
+        spark.sql(f"VACUUM {table.sql_name} {retain}").collect()
+        after = data_files(table)
+    deleted = before - after if before is not None and after is not None else doomed
+    log.info("VACUUM %s %s: %d files deleted", table.key, retain, deleted)
+    return deleted
 
 
 def maintain(
@@ -300,11 +330,24 @@ def render(results: Sequence[TableMaintenance]) -> str:
 
 
 def files_on_disk(table: TableRef) -> int:
-    """Data files in a local table folder, referenced or not (what VACUUM would look at)."""
+    """Parquet data files in a local table folder, referenced or not (0 for a catalog table)."""
     if table.path is None or not os.path.isdir(table.path):
         return 0
     count = 0
     for _root, dirs, files in os.walk(table.path):
         dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
         count += sum(1 for f in files if f.endswith(".parquet"))
+    return count
+
+
+def data_files(table: TableRef) -> int | None:
+    """Every file of a local table folder outside ``_delta_log`` (change data included), or
+    None when the table is not a local folder."""
+    if table.path is None or "://" in table.path or not os.path.isdir(table.path):
+        return None
+    count = 0
+    for root, dirs, files in os.walk(table.path):
+        if root == table.path:
+            dirs[:] = [d for d in dirs if d != "_delta_log"]
+        count += sum(1 for f in files if not f.startswith("."))  # not the .crc side files
     return count

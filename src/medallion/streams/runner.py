@@ -181,9 +181,11 @@ def _run_group(
     return finished
 
 
-def _stop_gracefully(query: StreamingQuery, timeout: float) -> None:
-    """Stop a query once its in-flight batch has committed (or after ``timeout`` seconds)."""
-    deadline = time.monotonic() + timeout
+def _stop_gracefully(query: StreamingQuery, deadline: float) -> None:
+    """Stop a query once its in-flight batch has committed (or at ``deadline``, monotonic).
+
+    A batch cut short by the deadline is safe too: it is replayed from the checkpoint.
+    """
     while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
         time.sleep(0.1)
     query.stop()
@@ -231,7 +233,9 @@ def run_streaming(
                         flow, config, error or RuntimeError("stopped unexpectedly")
                     )
     finally:
+        # One deadline for all queries, so a stop takes at most stop_timeout_seconds in all.
+        deadline = time.monotonic() + config.stop_timeout_seconds
         for _, query in running:
             if query.isActive:
-                _stop_gracefully(query, config.stop_timeout_seconds)
+                _stop_gracefully(query, deadline)
     return _summarize(spark, config, before, {f.name: q for f, q in running})
