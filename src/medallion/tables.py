@@ -131,16 +131,20 @@ def create_table(spark: SparkSession, table: TableRef) -> None:
 
 
 def register_tables(spark: SparkSession, config: Config) -> None:
-    """Register path-based tables by name (``medallion.silver_events``) in the session catalog."""
+    """Register path-based tables by name (``medallion.silver_events``) in the session catalog.
+
+    A name always ends up pointing at this config's lake, even when the session registered it
+    for another lake before. The entries are external tables (they have a LOCATION), so dropping
+    one removes the name only, never data.
+    """
     if config.uses_unity_catalog:
         return
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.schema)}")
     for table in config.tables():
         if table.path is not None and table_exists(spark, table):
             location = table.path.replace("'", "\\'")
-            spark.sql(
-                f"CREATE TABLE IF NOT EXISTS {table.qualified_name} USING DELTA LOCATION '{location}'"
-            )
+            spark.sql(f"DROP TABLE IF EXISTS {table.qualified_name}")
+            spark.sql(f"CREATE TABLE {table.qualified_name} USING DELTA LOCATION '{location}'")
 
 
 def ensure_tables(spark: SparkSession, config: Config) -> None:
