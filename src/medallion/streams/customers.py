@@ -17,7 +17,7 @@ from medallion.streams.sinks import (
     merge_into,
     query_id,
     start_append,
-    start_foreach_batch,
+    start_delta_foreach_batch,
 )
 from medallion.streams.sources import delta_stream, input_lines
 from medallion.tables import read_table
@@ -120,12 +120,8 @@ def silver_customers_batch(config: Config, checkpoint: str) -> Callable[[DataFra
 
 
 def start_silver_customers(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    checkpoint = config.checkpoint("silver_customers")
-    source = delta_stream(
-        spark, config.table("bronze/customers"), config.source_options("silver_customers")
-    )
-    return start_foreach_batch(
-        source, silver_customers_batch(config, checkpoint), checkpoint, trigger, "silver_customers"
+    return start_delta_foreach_batch(
+        spark, config, trigger, "silver_customers", "bronze/customers", silver_customers_batch
     )
 
 
@@ -177,14 +173,6 @@ def gold_revenue_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, 
 
 
 def start_gold_revenue(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    checkpoint = config.checkpoint("gold_daily_revenue_by_country")
-    source = delta_stream(
-        spark, config.table("silver/events"), config.source_options("gold_daily_revenue_by_country")
-    )
-    return start_foreach_batch(
-        source,
-        gold_revenue_batch(config, checkpoint),
-        checkpoint,
-        trigger,
-        "gold_daily_revenue_by_country",
+    return start_delta_foreach_batch(
+        spark, config, trigger, "gold_daily_revenue_by_country", "silver/events", gold_revenue_batch
     )

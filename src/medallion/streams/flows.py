@@ -20,9 +20,9 @@ from medallion.streams.sinks import (
     merge_upsert,
     query_id,
     start_append,
-    start_foreach_batch,
+    start_delta_foreach_batch,
 )
-from medallion.streams.sources import delta_stream, input_lines
+from medallion.streams.sources import input_lines
 from medallion.tables import read_table
 from medallion.transforms.bronze import to_bronze
 from medallion.transforms.gold import (
@@ -97,10 +97,8 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
 
 
 def _start_silver_events(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    checkpoint = config.checkpoint("silver_events")
-    source = delta_stream(spark, config.table("bronze/events"), config.source_options("silver_events"))
-    return start_foreach_batch(
-        source, silver_events_batch(config, checkpoint), checkpoint, trigger, "silver_events"
+    return start_delta_foreach_batch(
+        spark, config, trigger, "silver_events", "bronze/events", silver_events_batch
     )
 
 
@@ -135,16 +133,8 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
 
 
 def _start_gold_hourly(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    checkpoint = config.checkpoint("gold_hourly_product_metrics")
-    source = delta_stream(
-        spark, config.table("silver/events"), config.source_options("gold_hourly_product_metrics")
-    )
-    return start_foreach_batch(
-        source,
-        gold_hourly_batch(config, checkpoint),
-        checkpoint,
-        trigger,
-        "gold_hourly_product_metrics",
+    return start_delta_foreach_batch(
+        spark, config, trigger, "gold_hourly_product_metrics", "silver/events", gold_hourly_batch
     )
 
 

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from medallion.config import TableRef
+from medallion.config import Config, TableRef
 from medallion.conflicts import retry_on_conflict
 from medallion.streams.checkpoints import discard_abandoned_writes
+from medallion.streams.sources import delta_stream
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -141,3 +142,22 @@ def start_foreach_batch(
         .foreachBatch(process)
         .start()
     )
+
+
+BatchFactory = Callable[[Config, str], Callable[[DataFrame, int], None]]
+
+
+def start_delta_foreach_batch(
+    spark: SparkSession,
+    config: Config,
+    trigger: Trigger,
+    stream_name: str,
+    source_table: str,
+    make_batch: BatchFactory,
+) -> StreamingQuery:
+    """Start the named stream: a Delta source read with that stream's options, handed to the
+    ``foreachBatch`` function ``make_batch(config, checkpoint)``, with its own checkpoint."""
+    checkpoint = config.checkpoint(stream_name)
+    source = delta_stream(spark, config.table(source_table), config.source_options(stream_name))
+    process = make_batch(config, checkpoint)
+    return start_foreach_batch(source, process, checkpoint, trigger, stream_name)
