@@ -101,7 +101,11 @@ def free_port() -> int:
 
 
 def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random KRaft cluster id; like Kafka's own, never one that starts with '-' (read as a flag)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _quoted(value: str) -> str:

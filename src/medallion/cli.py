@@ -19,7 +19,9 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def _configure_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT, stream=sys.stderr
+    )
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
@@ -33,7 +35,9 @@ def _positive_int(text: str) -> int:
 def _add_lake(parser: argparse.ArgumentParser, landing: bool) -> None:
     if landing:
         parser.add_argument("--landing", required=True, help="folder where input files land")
-    parser.add_argument("--lake", required=True, help="folder holding the Delta tables and checkpoints")
+    parser.add_argument(
+        "--lake", required=True, help="folder holding the Delta tables and checkpoints"
+    )
 
 
 def _starting_version(text: str) -> int | str:
@@ -144,8 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--landing", help="folder where input files land (with --source files)")
     run.add_argument("--lake", required=True, help="folder of the Delta tables and checkpoints")
     run.add_argument("--stream", action="store_true", help="keep running until SIGINT/SIGTERM")
-    run.add_argument("--interval", type=float, default=5.0, help="seconds between micro-batches with --stream")
-    run.add_argument("--max-files-per-trigger", type=int, default=None, help="landing files per micro-batch")
+    run.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between micro-batches with --stream"
+    )
+    run.add_argument(
+        "--max-files-per-trigger", type=int, default=None, help="landing files per micro-batch"
+    )
     run.add_argument("--source", choices=("files", "kafka"), default="files", help="bronze's input")
     kafka = run.add_argument_group("Kafka source", "credentials: see docs/kafka.md")
     kafka.add_argument("--kafka-bootstrap", metavar="HOST:PORT[,...]", help="bootstrap servers")
@@ -304,7 +312,9 @@ COMMANDS = {
     "generate": _cmd_generate,
     "run": _cmd_run,
     "changes": _cmd_changes,
-    "show": _cmd_show, "job": _cmd_job}
+    "show": _cmd_show,
+    "job": _cmd_job,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -324,7 +334,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if args.verbose or not isinstance(error, PipelineError):
             log.debug("failure", exc_info=True)
-        message = str(error) if isinstance(error, PipelineError) else f"{type(error).__name__}: {_short(error)}"
+        message = (
+            str(error)
+            if isinstance(error, PipelineError)
+            else f"{type(error).__name__}: {_short(error)}"
+        )
         print(f"medallion {args.command}: failed: {message}", file=sys.stderr)
         return 1
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from medallion.config import Config, ConfigError, quote_identifier
+from medallion.config import Config, ConfigError, KafkaSourceOptions, quote_identifier
 from medallion.session import is_connect_session
 from medallion.streams.flows import FLOWS, Flow
 from medallion.streams.runner import RunReport, TableSummary, run_available_now, run_streaming
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 TRIGGERS = ("available_now", "processing_time")
 FILE_SOURCES = ("auto", "files", "autoloader")
+SOURCES = ("files", "kafka")
 VOLUMES_PREFIX = "/Volumes/"
 
 
@@ -60,10 +61,22 @@ class TaskParams:
     interval_seconds: str = "10"
     max_files_per_trigger: str = ""
     flows: str = ""
+    # Bronze's input: landing files, or Kafka topics (docs/kafka.md). The credentials are never
+    # parameters: they are read from the secret scope ``kafka_secret_scope`` names (on
+    # Databricks), else from MEDALLION_KAFKA_* environment variables.
+    source: str = "files"
+    kafka_bootstrap: str = ""
+    events_topic: str = "events"
+    customers_topic: str = "customers"
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: str = ""
+    kafka_secret_scope: str = ""
 
     def __post_init__(self) -> None:
         if self.trigger not in TRIGGERS:
             raise ConfigError(f"unknown trigger {self.trigger!r}: use {' or '.join(TRIGGERS)}")
+        if self.source not in SOURCES:
+            raise ConfigError(f"unknown source {self.source!r}: use {' or '.join(SOURCES)}")
         if self.file_source not in FILE_SOURCES:
             raise ConfigError(
                 f"unknown file source {self.file_source!r}: use {', '.join(FILE_SOURCES)}"
@@ -90,10 +103,14 @@ class TaskParams:
         try:
             interval = float(self.interval_seconds)
             max_files = int(self.max_files_per_trigger) if self.max_files_per_trigger else None
+            max_offsets = (
+                int(self.max_offsets_per_trigger) if self.max_offsets_per_trigger else None
+            )
         except ValueError as error:
             raise ConfigError(f"invalid number in the task parameters: {error}") from None
         return Config(
-            landing=_absolute(self.landing),
+            # The Kafka source reads no landing files; its Config still names a folder.
+            landing=_absolute(self.landing or (self.lake if self.source == "kafka" else "")),
             lake=_absolute(self.lake),
             catalog=self.catalog or None,
             schema=self.schema,
@@ -101,6 +118,15 @@ class TaskParams:
             file_source=resolve_file_source(self.file_source),
             max_files_per_trigger=max_files,
             trigger_interval_seconds=interval,
+            source=self.source,  # type: ignore[arg-type]  # checked in __post_init__
+            kafka=KafkaSourceOptions(
+                bootstrap_servers=self.kafka_bootstrap or None,
+                events_topic=self.events_topic,
+                customers_topic=self.customers_topic,
+                starting_offsets=self.starting_offsets,
+                max_offsets_per_trigger=max_offsets,
+                secret_scope=self.kafka_secret_scope or None,
+            ),
         )
 
 

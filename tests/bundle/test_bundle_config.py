@@ -241,3 +241,58 @@ def test_a_target_override_merges_tasks_by_key(tmp_path: Path):
         "max_retries": 2,
     }
     assert job.task("a").notebook == (tmp_path / "a.ipynb").resolve()
+
+
+def _parameter_cell_names(notebook: str) -> set[str]:
+    """The variables a notebook's parameters cell assigns (its widgets on Databricks)."""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    return {t.id for node in ast.parse(cell.source).body for t in node.targets}
+
+
+KAFKA_PARAMETERS = (
+    "source",
+    "kafka_bootstrap",
+    "events_topic",
+    "customers_topic",
+    "starting_offsets",
+    "max_offsets_per_trigger",
+    "kafka_secret_scope",
+)
+
+
+@pytest.mark.parametrize(
+    "job_key", ["medallion_pipeline", "medallion_pipeline_serverless", "medallion_stream"]
+)
+def test_kafka_options_are_job_parameters_and_credentials_a_secret_scope(bundle, job_key):
+    """Each job that runs bronze takes the Kafka options as parameters, and every parameter is
+    one the notebooks read; the credentials appear only as the name of a secret scope."""
+    from dataclasses import fields
+
+    from medallion.config import KafkaSourceOptions
+    from medallion.layers import TaskParams
+
+    job = bundle.jobs("prod")[job_key]
+    task_fields = {f.name for f in fields(TaskParams)}
+    assert set(KAFKA_PARAMETERS) <= set(job.parameters)
+    assert set(job.parameters) <= task_fields, "a job parameter no notebook reads"
+    # A widget exists only for a variable of the parameters cell: the notebooks that run
+    # bronze declare every parameter.
+    for task in job.tasks:
+        if task.notebook.name in ("bronze.ipynb", "changes.ipynb"):
+            assert task_fields <= _parameter_cell_names(task.notebook.name), task.key
+    assert job.parameters["source"] == "files"
+    assert job.parameters["kafka_secret_scope"] == "medallion-kafka"
+    credential = re.compile(r"password|username|secret|token|jaas|truststore", re.IGNORECASE)
+    assert [n for n in job.parameters if credential.search(n)] == ["kafka_secret_scope"]
+    # Switching a deployment to Kafka is a matter of two parameters.
+    switched = {**job.parameters, "source": "kafka", "kafka_bootstrap": "broker-1:9093"}
+    config = TaskParams.from_mapping(switched).config()
+    assert config.source == "kafka"
+    assert config.kafka == KafkaSourceOptions(
+        bootstrap_servers="broker-1:9093", secret_scope="medallion-kafka"
+    )

@@ -19,9 +19,25 @@ from medallion.changes import ChangeFeedError, read_changes
 from medallion.contracts import CUSTOMER_FIELDS
 from medallion.generate import generate, write_file_atomically
 from medallion.streams.customers import gold_revenue_batch, silver_customers_batch
+from medallion.streams.flows import flow
 from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table
 from medallion.transforms.bronze import to_bronze
+
+# Scenario tests run only the flows they check, which saves minutes on a small machine.
+CHANGE_FLOWS = tuple(
+    flow(n) for n in ("bronze_customers", "silver_customers", "gold_customer_changes")
+)
+REVENUE_FLOWS = tuple(
+    flow(n)
+    for n in (
+        "bronze_events",
+        "bronze_customers",
+        "silver_events",
+        "silver_customers",
+        "gold_daily_revenue_by_country",
+    )
+)
 
 
 def change(cid, op, seq, country="DE", at="2026-11-01T00:00:00Z", **extra):
@@ -107,7 +123,7 @@ def test_out_of_order_duplicates_deletes_and_reinserts_across_runs(spark, config
     ]
     for i, lines in enumerate(rounds):
         land(landing, f"round-{i}", customers=lines)
-        run_available_now(spark, config)
+        run_available_now(spark, config, flows=CHANGE_FLOWS)
         assert_customers_match(spark, config, expected_customers(landing))
     state = {
         r.customer_id: r.country
@@ -129,7 +145,7 @@ def test_purchases_are_enriched_with_known_unknown_and_deleted_customers(spark, 
         customers=[change("c1", "INSERT", 1, "DE"), change("c2", "INSERT", 1, "FR")],
         events=[purchase("e1", "c1", 10), purchase("e2", "c2", 5), purchase("e3", "nobody", 1.5)],
     )
-    run_available_now(spark, config)
+    run_available_now(spark, config, flows=REVENUE_FLOWS)
     # c2 is deleted, c1 moves; a re-sent e1 is not counted again.
     land(
         landing,
@@ -137,7 +153,7 @@ def test_purchases_are_enriched_with_known_unknown_and_deleted_customers(spark, 
         customers=[change("c2", "DELETE", 2), change("c1", "UPDATE", 2, "US")],
         events=[purchase("e4", "c2", 7), purchase("e5", "c1", 1), purchase("e1", "c1", 10)],
     )
-    run_available_now(spark, config)
+    run_available_now(spark, config, flows=REVENUE_FLOWS)
     day = read_table(spark, config.table("silver/events")).first().event_date
     assert daily_revenue(spark, config) == {
         (day, "DE"): {"revenue": Decimal("10.0000"), "purchases": 1},
@@ -194,9 +210,9 @@ def test_replayed_customer_and_revenue_batches_change_nothing(spark, config, tmp
 def test_change_feed_reads_by_version_and_timestamp_with_clear_errors(spark, config, dirs):
     landing, _ = dirs
     land(landing, "r0", customers=[change("c1", "INSERT", 1), change("c2", "INSERT", 1)])
-    run_available_now(spark, config)
+    run_available_now(spark, config, flows=CHANGE_FLOWS)
     land(landing, "r1", customers=[change("c1", "UPDATE", 2, "US"), change("c2", "DELETE", 2)])
-    run_available_now(spark, config)
+    run_available_now(spark, config, flows=CHANGE_FLOWS)
     latest = spark.sql(f"DESCRIBE HISTORY delta.`{config.table('silver/customers').path}`").first()
     by_version = read_changes(
         spark, config, "silver/customers", from_version=latest.version, to_version=latest.version

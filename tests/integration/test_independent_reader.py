@@ -31,9 +31,7 @@ def test_delta_rs_reads_every_table_with_the_same_rows(spark, config, dirs):
         columns = spark_df.columns
         from_spark = Counter(tuple(_plain(v) for v in row) for row in spark_df.collect())
         arrow = DeltaTable(table.path).to_pyarrow_table(columns=columns)
-        from_rs = Counter(
-            tuple(_plain(record[c]) for c in columns) for record in arrow.to_pylist()
-        )
+        from_rs = Counter(tuple(_plain(record[c]) for c in columns) for record in arrow.to_pylist())
         assert sum(from_rs.values()) == sum(from_spark.values()), table.key
         assert from_rs == from_spark, table.key
         assert sum(from_spark.values()) > 0 or table.key.endswith("quarantine"), table.key

@@ -7,6 +7,7 @@ by ``oracle.expected_from``, exactly as the file tests do.
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import uuid
@@ -15,17 +16,21 @@ from pathlib import Path
 
 import pytest
 from kafka_broker import KafkaBroker, produce
-from lake_checks import assert_lake_matches
-from oracle import Expected, expected_from
+from lake_checks import assert_customers_match, assert_lake_matches, daily_revenue
+from oracle import Expected, expected_customers, expected_daily_revenue, expected_from
 from processes import batch_in_flight, committed_batches, kill_group, start_medallion, wait_until
 
+from medallion.bundle.jobs import Bundle
 from medallion.config import Config, KafkaSourceOptions
-from medallion.generate import generate_event_lines, write_file_atomically
+from medallion.generate import generate_customer_lines, generate_event_lines, write_file_atomically
+from medallion.layers import TaskParams, run_task
 from medallion.streams.flows import flow
 from medallion.streams.runner import PipelineError, run_available_now
 from medallion.tables import read_table
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # The event streams; tests about the source itself stop at bronze (or silver), saving minutes.
 EVENTS = tuple(
@@ -90,6 +95,57 @@ def test_produce_run_then_bronze_silver_and_gold_match_the_oracle(spark, kafka_b
     assert report.table("silver/events").quarantined == len(expected.quarantined) > 0
     # maxOffsetsPerTrigger caps every micro-batch, also with the available-now trigger.
     assert report.batches["bronze_events"] >= math.ceil(len(values) / 150)
+
+
+def _customer_key(line: str) -> str | None:
+    """The Kafka key of a change record: its customer_id, so each customer's changes share a
+    partition (None for what is not a JSON object with one)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record.get("customer_id") if isinstance(record, dict) else None
+
+
+def test_the_bundle_jobs_read_both_topics_with_source_kafka(spark, kafka_broker, tmp_path):
+    """The triggered pipeline's job parameters (bundle, local target) with ``source=kafka``: each
+    task runs its layer as its notebook does, and the whole lake, customers included, equals
+    the oracle's computation over the produced values."""
+    events_topic, customers_topic = _topic("events"), _topic("customers")
+    kafka_broker.create_topic(events_topic, partitions=2)
+    kafka_broker.create_topic(customers_topic, partitions=3)
+    events = _events(150, seed=91)
+    changes = [line for line in generate_customer_lines(25, seed=92) if line.strip()]
+    produce(kafka_broker.bootstrap, events_topic, events)
+    produce(
+        kafka_broker.bootstrap, customers_topic, changes, keys=list(map(_customer_key, changes))
+    )
+    lake = tmp_path / "lake"
+    kafka = {
+        "source": "kafka",
+        "kafka_bootstrap": kafka_broker.bootstrap,
+        "events_topic": events_topic,
+        "customers_topic": customers_topic,
+        "max_offsets_per_trigger": "100",
+    }
+    places = {"landing": str(tmp_path / "landing"), "lake": str(lake)}
+    job = Bundle(ROOT).jobs("local", overrides={**places, **kafka})["medallion_pipeline"]
+    params = TaskParams.from_mapping(job.parameters)
+    assert params.config().kafka.secret_scope is None  # locally: MEDALLION_KAFKA_* variables
+
+    reports = {t.key: run_task(params, layer=t.key, spark=spark) for t in job.task_order()}
+
+    assert reports["bronze"].batches["bronze_events"] >= 2  # maxOffsetsPerTrigger=100
+    config = params.config()
+    landing = tmp_path / "oracle"
+    write_file_atomically(str(landing / "events"), "produced.json", events)
+    write_file_atomically(str(landing / "customers"), "produced.json", changes)
+    expected = expected_from(landing)
+    assert_lake_matches(spark, config, expected)
+    customers = expected_customers(landing)
+    assert_customers_match(spark, config, customers)
+    countries = {cid: c["country"] for cid, c in customers.state.items()}
+    assert daily_revenue(spark, config) == expected_daily_revenue(expected.silver, countries)
 
 
 def test_sigkill_mid_batch_then_rerun_is_exactly_once(spark, kafka_broker, tmp_path):

@@ -8,6 +8,7 @@ import pytest
 
 from medallion.cli import main
 from medallion.config import Config, ConfigError, KafkaSourceOptions
+from medallion.layers import TaskParams
 from medallion.session import KAFKA_MAVEN_PACKAGE, local_packages, packages_for
 from medallion.streams.kafka import (
     SECURITY_SETTINGS,
@@ -188,3 +189,53 @@ def test_cli_checks_source_arguments_before_starting_spark(capsys):
     bad_topic = ["--kafka-bootstrap", "127.0.0.1:9", "--events-topic", "a b"]
     assert main(["run", "--source", "kafka", *bad_topic, "--lake", "/tmp/x"]) == 2
     assert "events topic" in capsys.readouterr().err
+
+
+def test_a_missing_secret_scope_is_a_clear_error_naming_the_scope():
+    with pytest.raises(
+        ConfigError, match=r"cannot list the Kafka secret scope 'nope'.*create-scope"
+    ):
+        secret_scope_settings("nope", SimpleNamespace(secrets=_FakeSecrets({})))
+
+
+def test_task_parameters_describe_the_kafka_source():
+    """Job parameters and notebook widgets are text; TaskParams turns them into the options."""
+    params = TaskParams(
+        lake="/tmp/lake",
+        source="kafka",
+        kafka_bootstrap="b1:9092,b2:9092",
+        events_topic="prod.events",
+        customers_topic="prod.customers",
+        starting_offsets="latest",
+        max_offsets_per_trigger="5000",
+        kafka_secret_scope="kafka-prod",
+    )
+    config = params.config()
+    assert config.source == "kafka" and config.landing == "/tmp/lake"
+    assert config.kafka == KafkaSourceOptions(
+        bootstrap_servers="b1:9092,b2:9092",
+        events_topic="prod.events",
+        customers_topic="prod.customers",
+        starting_offsets="latest",
+        max_offsets_per_trigger=5000,
+        secret_scope="kafka-prod",
+    )
+    assert packages_for(config) == [KAFKA_MAVEN_PACKAGE]
+    # The defaults: files, and no Kafka settings that matter.
+    files = TaskParams(landing="/tmp/in", lake="/tmp/lake").config()
+    assert files.source == "files" and files.kafka.secret_scope is None
+    assert packages_for(files) == []
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"source": "pubsub"}, "unknown source 'pubsub'"),
+        ({"source": "kafka"}, "needs bootstrap servers"),
+        ({"source": "kafka", "kafka_bootstrap": "h:1", "max_offsets_per_trigger": "lots"}, "lots"),
+        ({"source": "kafka", "kafka_bootstrap": "h:1", "events_topic": "a b"}, "invalid events"),
+    ],
+)
+def test_invalid_kafka_task_parameters_are_rejected(params, message):
+    with pytest.raises(ConfigError, match=message):
+        TaskParams(lake="/tmp/lake", **params).config()

@@ -153,7 +153,14 @@ def _dbutils(spark: object) -> object:
 
 def secret_scope_settings(scope: str, dbutils: object) -> dict[str, str]:
     """The security settings stored in a Databricks secret scope (missing keys are unset)."""
-    present = {meta.key for meta in dbutils.secrets.list(scope)}
+    try:
+        present = {meta.key for meta in dbutils.secrets.list(scope)}
+    except Exception as error:  # dbutils raises its own (Java or SDK) error types
+        raise ConfigError(
+            f"cannot list the Kafka secret scope {scope!r} ({type(error).__name__}): create it "
+            "(databricks secrets create-scope) and put the keys docs/kafka.md lists, or set "
+            "kafka_secret_scope to empty to use MEDALLION_KAFKA_* environment variables"
+        ) from None
 
     def get(setting: SecuritySetting) -> str | None:
         if setting.secret_key not in present:

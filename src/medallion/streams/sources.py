@@ -28,7 +28,9 @@ def landing_lines(spark: SparkSession, config: Config, dataset: str) -> DataFram
             .option("cloudFiles.includeExistingFiles", "true")
         )
         if config.max_files_per_trigger is not None:
-            reader = reader.option("cloudFiles.maxFilesPerTrigger", str(config.max_files_per_trigger))
+            reader = reader.option(
+                "cloudFiles.maxFilesPerTrigger", str(config.max_files_per_trigger)
+            )
     else:
         reader = spark.readStream.format("text")
         if config.max_files_per_trigger is not None:
