@@ -130,6 +130,21 @@ def create_table(spark: SparkSession, table: TableRef) -> None:
     spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql_name} ({columns}) USING DELTA{properties}")
 
 
+# What each local session has registered: application id -> {qualified name: location}. The
+# names live in the session's in-memory catalog, so re-registering them for every run costs
+# three catalog commands per table for nothing.
+_REGISTERED: dict[str, dict[str, str]] = {}
+
+
+def _registrations(spark: SparkSession) -> dict[str, str]:
+    """This session's registrations (a throwaway dict over Spark Connect: nothing is cached)."""
+    try:
+        application = spark.sparkContext.applicationId
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return {}
+    return _REGISTERED.setdefault(application, {})
+
+
 def register_tables(spark: SparkSession, config: Config) -> None:
     """Register path-based tables by name (``medallion.silver_events``) in the session catalog.
 
@@ -140,11 +155,21 @@ def register_tables(spark: SparkSession, config: Config) -> None:
     if config.uses_unity_catalog:
         return
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.schema)}")
+    registered = _registrations(spark)
     for table in config.tables():
-        if table.path is not None and table_exists(spark, table):
+        if table.path is None or registered.get(table.qualified_name) == table.path:
+            continue
+        if table_exists(spark, table):
             location = table.path.replace("'", "\\'")
             spark.sql(f"DROP TABLE IF EXISTS {table.qualified_name}")
             spark.sql(f"CREATE TABLE {table.qualified_name} USING DELTA LOCATION '{location}'")
+            registered[table.qualified_name] = table.path
+
+
+def unregister_table(spark: SparkSession, table: TableRef) -> None:
+    """Drop a path-based table's name from the session catalog (never its data)."""
+    spark.sql(f"DROP TABLE IF EXISTS {table.qualified_name}")
+    _registrations(spark).pop(table.qualified_name, None)
 
 
 def ensure_tables(spark: SparkSession, config: Config) -> None:

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Config, ConfigError, TableRef
 from medallion.ops.lineage import downstream
-from medallion.tables import table_exists
+from medallion.tables import table_exists, unregister_table
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def execute_reset(spark: SparkSession, config: Config, plan: ResetPlan) -> None:
         exists = table_exists(spark, table)
         if table.path is not None:
             if not config.uses_unity_catalog:
-                spark.sql(f"DROP TABLE IF EXISTS {table.qualified_name}")  # the registration
+                unregister_table(spark, table)
             if exists:
                 _delete_folder(spark, table.path)
         else:

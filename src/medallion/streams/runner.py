@@ -6,7 +6,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -18,7 +21,10 @@ from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_i
 from medallion.session import is_connect_session
 from medallion.streams.flows import FLOWS, Flow, flows_by_layer
 from medallion.streams.sinks import Trigger
-from medallion.tables import ensure_tables, history, read_table, table_exists
+from medallion.tables import ensure_tables, history, read_table
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +89,18 @@ def describe_failure(flow: Flow, config: Config, error: BaseException) -> Pipeli
     )
 
 
+def _in_parallel(work: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``work`` over ``items`` from a few threads: each is a small Spark job or a metadata
+    read, so their latency, not the cores, is what adds up."""
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="summary") as pool:
+        return list(pool.map(work, items))
+
+
 def _versions(spark: SparkSession, config: Config) -> dict[str, int]:
-    out = {}
-    for table in config.tables():
-        if table_exists(spark, table):
-            out[table.key] = history(spark, table, 1).collect()[0]["version"]
-    return out
+    """The current version of every table (they exist: ``_prepare`` made sure)."""
+    tables = config.tables()
+    latest = _in_parallel(lambda t: history(spark, t, 1).collect()[0]["version"], tables)
+    return {table.key: version for table, version in zip(tables, latest, strict=True)}
 
 
 def _rows_written(spark: SparkSession, config: Config, key: str, since: int) -> int:
@@ -114,14 +126,17 @@ def _summarize(
         progress = query.recentProgress
         report.batches[name] = len(progress)
         rows_in[name] = sum(p.numInputRows for p in progress)
-    for flow in FLOWS:
-        for key in flow.writes:
-            # A flow's input counts once, against its main table, not its side outputs.
-            primary = key == flow.writes[0]
-            summary = TableSummary(key, rows_in=rows_in.get(flow.name, 0) if primary else 0)
-            summary.rows_out = _rows_written(spark, config, key, before.get(key, -1))
-            summary.total_rows = read_table(spark, config.table(key)).count()
-            report.tables.append(summary)
+
+    def summary(written: tuple[Flow, str]) -> TableSummary:
+        flow, key = written
+        # A flow's input counts once, against its main table, not its side outputs.
+        primary = key == flow.writes[0]
+        result = TableSummary(key, rows_in=rows_in.get(flow.name, 0) if primary else 0)
+        result.rows_out = _rows_written(spark, config, key, before.get(key, -1))
+        result.total_rows = read_table(spark, config.table(key)).count()
+        return result
+
+    report.tables = _in_parallel(summary, [(flow, key) for flow in FLOWS for key in flow.writes])
     for main, quarantine in (
         ("silver/events", "silver/events_quarantine"),
         ("silver/customers", "silver/customers_quarantine"),
