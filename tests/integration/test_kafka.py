@@ -12,6 +12,7 @@ import math
 import signal
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -53,11 +54,18 @@ def _events(count: int, seed: int) -> list[str]:
     return [line for line in generate_event_lines(count, seed) if line.strip()]
 
 
+def _oracle_landing(tmp_path: Path, events: list[str], customers: Sequence[str] = ()) -> Path:
+    """A landing folder holding the produced values as one file per dataset, for the oracle."""
+    landing = tmp_path / f"oracle-{uuid.uuid4().hex[:6]}"
+    write_file_atomically(str(landing / "events"), "produced.json", events)
+    if customers:
+        write_file_atomically(str(landing / "customers"), "produced.json", list(customers))
+    return landing
+
+
 def _expected(tmp_path: Path, values: list[str]) -> Expected:
     """What the oracle computes for these values, as if they had landed in one file."""
-    landing = tmp_path / f"oracle-{uuid.uuid4().hex[:6]}"
-    write_file_atomically(str(landing / "events"), "produced.json", values)
-    return expected_from(landing)
+    return expected_from(_oracle_landing(tmp_path, values))
 
 
 def _bronze_by_position(spark, config: Config) -> dict[tuple[int, int], object]:
@@ -137,9 +145,7 @@ def test_the_bundle_jobs_read_both_topics_with_source_kafka(spark, kafka_broker,
 
     assert reports["bronze"].batches["bronze_events"] >= 2  # maxOffsetsPerTrigger=100
     config = params.config()
-    landing = tmp_path / "oracle"
-    write_file_atomically(str(landing / "events"), "produced.json", events)
-    write_file_atomically(str(landing / "customers"), "produced.json", changes)
+    landing = _oracle_landing(tmp_path, events, changes)
     expected = expected_from(landing)
     assert_lake_matches(spark, config, expected)
     customers = expected_customers(landing)
