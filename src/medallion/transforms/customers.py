@@ -6,13 +6,13 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
+    CUSTOMER_FIELDS,
     REVENUE_SUM_TYPE,
-    as_string,
     customer_reason,
-    integer_value,
-    json_field,
-    parse_event_timestamp,
+    field_text,
+    field_value,
     parse_json_line,
+    with_field_values,
 )
 
 STATE_COLUMNS = ("customer_id", "name", "email", "country", "segment", "sequence_num", "updated_at")
@@ -37,18 +37,15 @@ def validate_changes(bronze: DataFrame) -> DataFrame:
     """Bronze customer rows plus ``reason`` (NULL when valid) and typed change columns."""
     doc = F.col("_doc")
     with_doc = bronze.withColumn("_doc", parse_json_line(F.col("_raw")))
-    text = {
-        name: as_string(json_field(doc, name))
-        for name in ("customer_id", "name", "email", "country", "segment", "operation")
-    }
-    return with_doc.select(
+    fields = with_field_values(with_doc, doc, CUSTOMER_FIELDS)
+    return fields.select(
         customer_reason(F.col("_raw"), doc).alias("reason"),
         *[
-            text[name].alias(name)
+            field_text(name).alias(name)
             for name in ("customer_id", "name", "email", "country", "segment", "operation")
         ],
-        integer_value(json_field(doc, "sequence_num")).alias("sequence_num"),
-        parse_event_timestamp(as_string(json_field(doc, "updated_at"))).alias("updated_at"),
+        field_value("sequence_num").alias("sequence_num"),
+        field_value("updated_at").alias("updated_at"),
         "_raw",
         "_source_file",
         "_ingested_at",

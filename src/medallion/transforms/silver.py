@@ -8,13 +8,15 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
+    EVENT_FIELDS,
     REVENUE_TYPE,
     as_string,
     event_reason,
+    field_text,
+    field_value,
     json_field,
-    parse_event_timestamp,
     parse_json_line,
-    revenue_amount,
+    with_field_values,
 )
 
 SILVER_EVENT_COLUMNS = (
@@ -41,25 +43,15 @@ def validate_events(bronze: DataFrame, extra_columns: Sequence[str] = ()) -> Dat
     """
     doc = F.col("_doc")
     with_doc = bronze.withColumn("_doc", parse_json_line(F.col("_raw")))
-    text = {
-        name: as_string(json_field(doc, name))
-        for name in (
-            "event_id",
-            "event_type",
-            "user_id",
-            "product_id",
-            "category",
-            "event_timestamp",
-        )
-    }
-    timestamp = parse_event_timestamp(text["event_timestamp"])
-    return with_doc.select(
+    fields = with_field_values(with_doc, doc, EVENT_FIELDS)
+    timestamp = field_value("event_timestamp")
+    return fields.select(
         event_reason(F.col("_raw"), doc).alias("reason"),
         *[
-            text[name].alias(name)
+            field_text(name).alias(name)
             for name in ("event_id", "event_type", "user_id", "product_id", "category")
         ],
-        revenue_amount(json_field(doc, "revenue")).cast(REVENUE_TYPE).alias("revenue"),
+        field_value("revenue").cast(REVENUE_TYPE).alias("revenue"),
         timestamp.alias("event_timestamp"),
         F.to_date(timestamp).alias("event_date"),
         "_raw",
