@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO   ?= build/demo
 
-.PHONY: setup demo kafka-demo test lint format clean
+.PHONY: setup demo kafka-demo test lint format clean bench
 
 setup: $(STAMP)
 
@@ -28,6 +28,12 @@ kafka-demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# medallion against its peers (benchmarks/bench.py): results in benchmarks/results/.
+# BENCH_EVENTS sets the backfill size; `make bench QUICK=1` is the smoke-test size.
+BENCH_EVENTS ?= 1000000
+bench: setup
+	$(BIN)/python benchmarks/bench.py $(if $(QUICK),--quick,--events $(BENCH_EVENTS))
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks

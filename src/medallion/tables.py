@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -156,14 +159,24 @@ def register_tables(spark: SparkSession, config: Config) -> None:
         return
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.schema)}")
     registered = _registrations(spark)
-    for table in config.tables():
+
+    def register(table: TableRef) -> None:
         if table.path is None or registered.get(table.qualified_name) == table.path:
-            continue
+            return
         if table_exists(spark, table):
             location = table.path.replace("'", "\\'")
             spark.sql(f"DROP TABLE IF EXISTS {table.qualified_name}")
             spark.sql(f"CREATE TABLE {table.qualified_name} USING DELTA LOCATION '{location}'")
             registered[table.qualified_name] = table.path
+
+    _in_threads(register, config.tables())
+
+
+def _in_threads(work: Callable[[TableRef], None], tables: list[TableRef]) -> None:
+    """``work`` for every table from a few threads: catalog and metadata commands wait on the
+    file system, not on the cores, so a new lake's ten tables are set up several times faster."""
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="tables") as pool:
+        list(pool.map(work, tables))
 
 
 def unregister_table(spark: SparkSession, table: TableRef) -> None:
@@ -178,6 +191,5 @@ def ensure_tables(spark: SparkSession, config: Config) -> None:
         spark.sql(
             f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.catalog or '', config.schema)}"
         )
-    for table in config.tables():
-        create_table(spark, table)
+    _in_threads(lambda table: create_table(spark, table), config.tables())
     register_tables(spark, config)

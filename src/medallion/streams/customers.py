@@ -15,9 +15,9 @@ from medallion.streams.sinks import (
     append_batch,
     idempotent_writes,
     merge_into,
-    query_id,
     start_append,
     start_delta_foreach_batch,
+    transaction_app_id,
 )
 from medallion.streams.sources import delta_stream, input_lines
 from medallion.tables import read_table
@@ -89,6 +89,8 @@ def silver_customers_batch(config: Config, checkpoint: str) -> Callable[[DataFra
     tombstones = config.table("silver/customer_tombstones")
     quarantine = config.table("silver/customers_quarantine")
 
+    app_id = transaction_app_id("silver_customers", checkpoint)
+
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         validated = validate_changes(batch).persist()
@@ -98,8 +100,7 @@ def silver_customers_batch(config: Config, checkpoint: str) -> Callable[[DataFra
             # Both MERGEs below read the tombstones as they were before this batch: the
             # customers MERGE runs first, and the tombstones MERGE only adds newer DELETEs.
             live = newer_than_tombstones(newest, read_table(spark, tombstones))
-            app_id = f"medallion:silver_customers:{query_id(spark, checkpoint)}"
-            with idempotent_writes(spark, app_id, batch_id):
+            with idempotent_writes(spark, app_id(spark), batch_id):
                 if invalid_count:
                     append_batch(quarantined_changes(validated), quarantine)
                 merge_into(
@@ -154,6 +155,8 @@ def gold_revenue_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, 
     customers = config.table("silver/customers")
     gold = config.table("gold/daily_revenue_by_country")
 
+    app_id = transaction_app_id("gold_daily_revenue_by_country", checkpoint)
+
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         purchases = batch.where(F.col("event_type") == "purchase").persist()
@@ -163,8 +166,7 @@ def gold_revenue_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, 
             totals = daily_revenue_by_country(
                 enrich_purchases(purchases, read_table(spark, customers))
             )
-            app_id = f"medallion:gold_daily_revenue_by_country:{query_id(spark, checkpoint)}"
-            with idempotent_writes(spark, app_id, batch_id):
+            with idempotent_writes(spark, app_id(spark), batch_id):
                 merge_into(spark, gold, totals, ["event_date", "country"], _ADD_REVENUE)
         finally:
             purchases.unpersist()

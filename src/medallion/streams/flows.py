@@ -18,9 +18,9 @@ from medallion.streams.sinks import (
     idempotent_writes,
     merge_insert_new,
     merge_upsert,
-    query_id,
     start_append,
     start_delta_foreach_batch,
+    transaction_app_id,
 )
 from medallion.streams.sources import input_lines
 from medallion.tables import read_table
@@ -72,6 +72,8 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
 
     extra = config.extra_event_columns
 
+    app_id = transaction_app_id("silver_events", checkpoint)
+
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         # A renamed or retyped silver column stops the stream here, before any write.
@@ -79,8 +81,7 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
         validated = validate_events(batch, extra).persist()
         try:
             invalid_count = validated.where(F.col("reason").isNotNull()).count()
-            app_id = f"medallion:silver_events:{query_id(spark, checkpoint)}"
-            with idempotent_writes(spark, app_id, batch_id):
+            with idempotent_writes(spark, app_id(spark), batch_id):
                 if invalid_count:
                     append_batch(quarantined_events(validated), quarantine)
                 merge_insert_new(
@@ -111,6 +112,8 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
     silver = config.table("silver/events")
     gold = config.table("gold/hourly_product_metrics")
 
+    app_id = transaction_app_id("gold_hourly_product_metrics", checkpoint)
+
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         keys = affected_hours(batch).persist()
@@ -123,8 +126,7 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
                 .join(F.broadcast(keys.select(*HOURLY_KEYS)), list(HOURLY_KEYS), "left_semi")
                 .drop("window_start")
             )
-            app_id = f"medallion:gold_hourly_product_metrics:{query_id(spark, checkpoint)}"
-            with idempotent_writes(spark, app_id, batch_id):
+            with idempotent_writes(spark, app_id(spark), batch_id):
                 merge_upsert(spark, gold, hourly_product_metrics(touched), HOURLY_KEYS)
         finally:
             keys.unpersist()

@@ -50,6 +50,8 @@ class RunReport:
 
     tables: list[TableSummary] = field(default_factory=list)
     batches: dict[str, int] = field(default_factory=dict)
+    # Wall seconds per layer of an available-now run (its streams run together).
+    layer_seconds: dict[str, float] = field(default_factory=dict)
 
     def table(self, key: str) -> TableSummary:
         """The summary of one table."""
@@ -165,11 +167,16 @@ def run_available_now(
     # Over Spark Connect every foreachBatch shares the client's session, so the txnAppId /
     # txnVersion confs of concurrent flows could tag each other's writes: run them one by one.
     one_at_a_time = is_connect_session(spark)
+    layer_seconds: dict[str, float] = {}
     for layer, layer_flows in flows_by_layer(flows):
+        started = time.monotonic()
         groups = [[f] for f in layer_flows] if one_at_a_time else [layer_flows]
         for group in groups:
             finished.update(_run_group(spark, config, layer, group, trigger))
-    return _summarize(spark, config, before, finished)
+        layer_seconds[layer] = round(time.monotonic() - started, 3)
+    report = _summarize(spark, config, before, finished)
+    report.layer_seconds = layer_seconds
+    return report
 
 
 def _run_group(

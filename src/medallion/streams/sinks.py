@@ -59,6 +59,22 @@ def query_id(spark: SparkSession, checkpoint: str) -> str:
     return json.loads(text)["id"]
 
 
+def transaction_app_id(stream_name: str, checkpoint: str) -> Callable[[SparkSession], str]:
+    """The ``txnAppId`` of a stream's writes, ``medallion:<stream>:<query id>``.
+
+    Read from the checkpoint at the first batch and then remembered: that read is a Spark job,
+    and the id cannot change under a running query. Make one per started query.
+    """
+    known: list[str] = []
+
+    def app_id(spark: SparkSession) -> str:
+        if not known:
+            known.append(f"medallion:{stream_name}:{query_id(spark, checkpoint)}")
+        return known[0]
+
+    return app_id
+
+
 def append_batch(df: DataFrame, table: TableRef) -> None:
     """Append a batch DataFrame to a Delta table (by path locally, by name in Unity Catalog)."""
     writer = df.write.format("delta").mode("append")

@@ -1,0 +1,494 @@
+"""medallion against its peers, on the same input and machine, in one run: ``make bench``.
+
+    .venv/bin/python benchmarks/bench.py [--events N] [--quick] [--out DIR]
+
+1. Backfill: N generated events (~1% invalid, 5% re-sent duplicates) in 100 files through
+   every layer with available-now triggers; wall time, events/s end to end and per layer,
+   peak driver RSS (Python + JVM) and peak JVM heap in use.
+2. Peers on the same files: the tutorial-style pipeline, Spark Declarative Pipelines, and the
+   batch ceiling (benchmarks/peers/); each peer's gold totals are checked against ours.
+3. Latency of ``medallion run --stream`` while a 1,000-event file lands every second.
+4. Recovery after SIGKILL during steady streaming.
+5. Files per table after 200 micro-batches, with and without compaction.
+6. Backfill time at three input sizes.
+
+Every part runs in its own process (its own JVM), measured from outside. Writes
+``<out>/<timestamp>.json``, ``latest.json``, ``latest.md`` (the table the README quotes) and
+``latest.png``; prints the Markdown and the target checks. ``--quick`` is the smoke-test size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psutil
+from measure import REPO, run_child
+from streaming import measure_latency, measure_recovery
+
+from medallion.generate import FaultRates, generate
+
+# ~1% invalid (0.7% breaking a rule, 0.3% malformed JSON), 5% re-sent duplicates.
+BENCH_FAULTS = FaultRates(invalid=0.007, malformed=0.003, duplicate=0.05)
+FILES = 100
+CUSTOMERS = 2_000
+
+TARGETS = {
+    "backfill_vs_ceiling": 2.0,  # our end-to-end time at most 2x the batch ceiling's
+    "throughput_vs_sdp": 1.5,  # our events/s at least 1.5x Declarative Pipelines'
+    "p95_gold_s": 3.0,
+    "p95_silver_s": 1.5,
+    "driver_rss_mb": 2048,
+    "scaling_exponent": 1.0,  # cost grows no worse than linearly
+}
+
+
+def _dataset(root: Path, events: int) -> str:
+    """Generate (once) N events in 100 files plus customer changes; return the landing dir."""
+    landing = root / f"data-{events}" / "landing"
+    if not (landing / ".complete").exists():
+        shutil.rmtree(landing, ignore_errors=True)
+        generate(
+            str(landing),
+            events=events,
+            customers=CUSTOMERS,
+            files=FILES,
+            seed=1,
+            faults=BENCH_FAULTS,
+        )
+        (landing / ".complete").write_text("")
+    return str(landing)
+
+
+def _child(script: str, landing: str, workdir: Path, logs: Path, timeout: float) -> dict:
+    run = run_child(
+        [f"benchmarks/{script}", "--landing", landing, "--workdir", str(workdir)],
+        logs / f"{Path(script).stem}.log",
+        timeout,
+    )
+    return {
+        **run.result,
+        "process_wall_s": round(run.wall_s, 2),
+        "peak_python_rss_mb": round(run.peaks.python_rss_mb),
+        "peak_jvm_rss_mb": round(run.peaks.jvm_rss_mb),
+        "peak_total_rss_mb": round(run.peaks.total_rss_mb),
+        "peak_jvm_heap_used_mb": round(run.peaks.jvm_heap_used_mb),
+    }
+
+
+def _gold_diff(ours: dict, theirs: dict | None) -> dict | None:
+    """Per total, theirs minus ours (only the totals that differ); None when they match."""
+    if not theirs:
+        return {"error": "no gold totals"}
+    from decimal import Decimal
+
+    diff = {}
+    for key, value in ours.items():
+        other = theirs.get(key)
+        if key == "revenue":
+            delta = Decimal(other or 0) - Decimal(value)
+            if delta:
+                diff[key] = str(delta)
+        elif other != value:
+            diff[key] = (other or 0) - value
+    return diff or None
+
+
+def _scaling_exponent(points: list[tuple[int, float]]) -> float | None:
+    """The slope of log(time) against log(events), least squares: 1.0 is linear."""
+    import math
+
+    if len(points) < 2:
+        return None
+    xs = [math.log(n) for n, _ in points]
+    ys = [math.log(t) for _, t in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+
+
+def _checks(results: dict) -> list[dict]:
+    """Each target: measured value, limit, met or not, and by how much it is missed."""
+    checks = []
+
+    def check(name: str, measured: float | None, limit: float, lower_is_better: bool) -> None:
+        if measured is None:
+            checks.append(
+                {
+                    "target": name,
+                    "measured": None,
+                    "limit": limit,
+                    "met": False,
+                    "miss": "not measured",
+                }
+            )
+            return
+        met = measured <= limit if lower_is_better else measured >= limit
+        miss = None
+        if not met:
+            ratio = measured / limit if lower_is_better else limit / measured
+            miss = f"missed by {ratio:.2f}x ({measured:.3g} vs {limit:.3g})"
+        checks.append(
+            {
+                "target": name,
+                "measured": round(measured, 3),
+                "limit": limit,
+                "met": met,
+                "miss": miss,
+            }
+        )
+
+    backfill = results["backfill"]
+    peers = results["peers"]
+    ours = backfill["wall_s"]
+    ceiling = peers.get("batch_ceiling", {}).get("wall_s")
+    check(
+        "backfill time / batch ceiling time",
+        ours / ceiling if ceiling else None,
+        TARGETS["backfill_vs_ceiling"],
+        True,
+    )
+    sdp = peers.get("sdp", {})
+    sdp_time = sdp.get("pipeline_s") or sdp.get("wall_s")
+    identical = sdp.get("gold_diff") is None and "error" not in sdp
+    check(
+        "throughput / Declarative Pipelines throughput (identical gold)",
+        sdp_time / ours if sdp_time and identical else None,
+        TARGETS["throughput_vs_sdp"],
+        False,
+    )
+    latency = results.get("latency", {}).get("layers", {})
+    check(
+        "p95 landing-to-gold (s)", latency.get("gold", {}).get("p95_s"), TARGETS["p95_gold_s"], True
+    )
+    check(
+        "p95 landing-to-silver (s)",
+        latency.get("silver", {}).get("p95_s"),
+        TARGETS["p95_silver_s"],
+        True,
+    )
+    check(
+        "peak driver RSS, Python + JVM (MB)",
+        backfill.get("peak_total_rss_mb"),
+        TARGETS["driver_rss_mb"],
+        True,
+    )
+    check(
+        "scaling exponent (time ~ events^k)",
+        results.get("scaling", {}).get("exponent"),
+        TARGETS["scaling_exponent"] + 0.1,
+        True,
+    )  # 0.1: timing noise on a shared laptop
+    return checks
+
+
+def _machine() -> dict:
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "cpu_model": next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def markdown(results: dict) -> str:
+    """The results as the Markdown tables the README quotes."""
+    n = results["events"]
+    machine = results["machine"]
+    backfill = results["backfill"]
+    lines = [
+        f"Run {results['started_at']} on {machine['cpus']} cores ({machine['cpu_model']}), "
+        f"{machine['memory_gb']} GiB, Spark local[2]; {n:,} events in {FILES} files"
+        + (" (quick mode)" if results["quick"] else "")
+        + ".",
+        "",
+        "| pipeline | wall s | events/s | bronze s | silver s | gold s | peak RSS MB (Py+JVM) "
+        "| peak heap MB | gold vs medallion |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    rows = [("medallion", backfill)] + list(results["peers"].items())
+    for name, row in rows:
+        if "error" in row:
+            lines.append(f"| {name} | failed: {row['error'][:80]} | | | | | | | |")
+            continue
+        wall = row.get("pipeline_s") or row["wall_s"]
+        layers = row.get("layers_s") or row.get("flows_s") or {}
+        diff = (
+            "identical"
+            if name == "medallion" or row.get("gold_diff") is None
+            else (
+                ", ".join(
+                    f"{k} {v:+}" if not isinstance(v, str) else f"{k} {v}"
+                    for k, v in row["gold_diff"].items()
+                )
+            )
+        )
+        if name == "batch_ceiling":
+            diff = "bronze only: " + (
+                "same rows"
+                if row.get("bronze_rows") == backfill["bronze_rows"]
+                else f"{row.get('bronze_rows')} rows vs {backfill['bronze_rows']}"
+            )
+        lines.append(
+            f"| {name} | {wall:.1f} | {n / wall:,.0f} | "
+            + " | ".join(
+                f"{layers[k]:.1f}" if k in layers else "" for k in ("bronze", "silver", "gold")
+            )
+            + f" | {row.get('peak_total_rss_mb', '')} | {row.get('peak_jvm_heap_used_mb', '')} | {diff} |"
+        )
+    latency = results.get("latency")
+    if latency:
+        lines += [
+            "",
+            f"Streaming latency, landing to queryable ({latency['files']} files of "
+            f"{latency['events_per_file']:,} events, one a second, trigger interval "
+            f"{latency['interval_s'] or 'default'}):",
+            "",
+            "| layer | p50 s | p95 s | p99 s | max s |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for layer in ("bronze", "silver", "gold"):
+            s = latency["layers"].get(layer, {})
+            lines.append(
+                f"| {layer} | {s.get('p50_s')} | {s.get('p95_s')} | {s.get('p99_s')} | {s.get('max_s')} |"
+            )
+    recovery = results.get("recovery")
+    if recovery:
+        lines += [
+            "",
+            f"Recovery after SIGKILL ({recovery['backlog_files']} files landed by the "
+            f"restart): first committed batch {recovery['restart_to_first_batch_s']} s after "
+            f"the restart, caught up in gold after {recovery['restart_to_caught_up_s']} s "
+            "(both include the new JVM's start).",
+        ]
+    small = results.get("small_files")
+    if small:
+        lines += [
+            "",
+            f"Files per table after {small['on']['batches']} micro-batches:",
+            "",
+            "| table | with compaction | without |",
+            "|---|---:|---:|",
+        ]
+        last = str(small["on"]["batches"])
+        for table, on in small["on"]["samples"][last].items():
+            off = small["off"]["samples"][last][table]
+            lines.append(f"| {table} | {on['files']} | {off['files']} |")
+    scaling = results.get("scaling")
+    if scaling:
+        lines += [
+            "",
+            "Backfill scaling: "
+            + ", ".join(f"{p['events']:,} events in {p['wall_s']:.1f} s" for p in scaling["points"])
+            + f"; time grows as events^{scaling['exponent']:.2f}.",
+        ]
+    lines += ["", "| target | measured | limit | met |", "|---|---:|---:|---|"]
+    for c in results["checks"]:
+        lines.append(
+            f"| {c['target']} | {c['measured']} | {c['limit']} | "
+            f"{'yes' if c['met'] else 'no: ' + str(c['miss'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: dict, path: Path) -> None:
+    """Backfill wall time per pipeline, latency percentiles, and scaling, in one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    rows = [("medallion", results["backfill"])] + [
+        (k, v) for k, v in results["peers"].items() if "error" not in v
+    ]
+    names = [k for k, _ in rows]
+    walls = [v.get("pipeline_s") or v["wall_s"] for _, v in rows]
+    axes[0].bar(names, walls, color=["tab:blue"] + ["tab:gray"] * (len(rows) - 1))
+    axes[0].set_title(f"Backfill of {results['events']:,} events (s, lower is better)")
+    axes[0].tick_params(axis="x", rotation=15)
+    latency = results.get("latency", {}).get("layers", {})
+    if latency:
+        layers = [layer for layer in ("bronze", "silver", "gold") if latency.get(layer)]
+        for offset, q in enumerate(("p50_s", "p95_s", "p99_s")):
+            axes[1].bar(
+                [i + offset * 0.25 for i in range(len(layers))],
+                [latency[layer][q] or 0 for layer in layers],
+                width=0.25,
+                label=q[:-2],
+            )
+        axes[1].set_xticks([i + 0.25 for i in range(len(layers))], layers)
+        axes[1].axhline(TARGETS["p95_gold_s"], color="red", linestyle=":", label="gold p95 target")
+        axes[1].set_title("Landing to queryable (s)")
+        axes[1].legend()
+    scaling = results.get("scaling", {}).get("points", [])
+    if scaling:
+        xs = [p["events"] for p in scaling]
+        axes[2].plot(xs, [p["wall_s"] for p in scaling], "o-", label="medallion")
+        base = scaling[0]
+        axes[2].plot(xs, [base["wall_s"] * x / base["events"] for x in xs], ":", label="linear")
+        axes[2].set_title("Backfill time vs events (s)")
+        axes[2].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=None,
+        help="backfill size (default: $BENCH_EVENTS, else 1,000,000; 20,000 with --quick)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke-test sizes: few events, short streams, few micro-batches",
+    )
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--workdir", type=Path, default=REPO / "build" / "bench")
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated parts to leave out: peers,sdp,latency,recovery,small_files,scaling",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite latest.md and latest.png from <out>/latest.json, measuring nothing",
+    )
+    args = parser.parse_args()
+    if args.report_only:
+        _write_report(json.loads((args.out / "latest.json").read_text()), args.out)
+        return
+    skip = set(filter(None, args.skip.split(",")))
+    events = args.events or (
+        20_000 if args.quick else int(os.environ.get("BENCH_EVENTS", 1_000_000))
+    )
+    stream_seconds, steady_seconds, small_batches = (15, 8, 10) if args.quick else (120, 30, 200)
+    sizes = sorted({max(1000, events // 4), max(1000, events // 2), events})
+    work, logs = args.workdir, args.workdir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    timeout = 3600.0
+
+    results: dict = {
+        "started_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "events": events,
+        "files": FILES,
+        "quick": args.quick,
+        "machine": _machine(),
+        "targets": TARGETS,
+        "peers": {},
+    }
+    began = time.monotonic()
+
+    def step(title: str) -> None:
+        print(f"[bench {time.monotonic() - began:7.1f}s] {title}", flush=True)
+
+    step(f"generating {events:,} events in {FILES} files")
+    landing = _dataset(work, events)
+    step("backfill: medallion")
+    backfill = _child("ours.py", landing, work / "ours", logs, timeout)
+    results["backfill"] = backfill
+    peers = [("batch_ceiling", "peers/batch_ceiling.py")]
+    if "peers" not in skip:
+        peers += [("tutorial", "peers/tutorial.py")]
+        if "sdp" not in skip:
+            peers += [("sdp", "peers/sdp_peer.py")]
+    for name, script in peers:
+        step(f"backfill: {name}")
+        try:
+            row = _child(script, landing, work / name, logs, timeout)
+        except RuntimeError as error:
+            row = {"error": str(error)}
+        if "gold" in row:
+            row["gold_diff"] = _gold_diff(backfill["gold"], row["gold"])
+        results["peers"][name] = row
+
+    if "latency" not in skip:
+        step(f"latency: --stream, a 1,000-event file a second for {stream_seconds}s")
+        shutil.rmtree(work / "latency", ignore_errors=True)
+        (work / "latency").mkdir(parents=True)
+        results["latency"] = measure_latency(work / "latency", stream_seconds, faults=BENCH_FAULTS)
+    if "recovery" not in skip:
+        step(f"recovery: SIGKILL after {steady_seconds}s of steady streaming")
+        shutil.rmtree(work / "recovery", ignore_errors=True)
+        (work / "recovery").mkdir(parents=True)
+        results["recovery"] = measure_recovery(
+            work / "recovery", steady_seconds, faults=BENCH_FAULTS
+        )
+    if "small_files" not in skip:
+        for mode in ("on", "off"):
+            step(f"small files: {small_batches} micro-batches, compaction {mode}")
+            run = run_child(
+                ["benchmarks/small_files.py", "--mode", mode, "--batches", str(small_batches)],
+                logs / f"small_files_{mode}.log",
+                timeout,
+            )
+            (args.out / f"small_files_{mode}.json").parent.mkdir(parents=True, exist_ok=True)
+            (args.out / f"small_files_{mode}.json").write_text(json.dumps(run.result, indent=2))
+    # The file counts do not depend on the machine's load, so a run that skips this part (it
+    # takes 200 micro-batches per mode) reports the latest counts from the results folder.
+    earlier = {mode: args.out / f"small_files_{mode}.json" for mode in ("on", "off")}
+    if all(path.exists() for path in earlier.values()):
+        results["small_files"] = {
+            mode: json.loads(path.read_text()) for mode, path in earlier.items()
+        }
+    if "scaling" not in skip:
+        points = []
+        for size in sizes:
+            if size == events:
+                wall = backfill["wall_s"]
+            else:
+                step(f"scaling: backfill of {size:,} events")
+                wall = _child("ours.py", _dataset(work, size), work / "ours", logs, timeout)[
+                    "wall_s"
+                ]
+            points.append({"events": size, "wall_s": wall})
+        results["scaling"] = {
+            "points": points,
+            "exponent": round(_scaling_exponent([(p["events"], p["wall_s"]) for p in points]), 3),
+        }
+
+    results["checks"] = _checks(results)
+    results["bench_s"] = round(time.monotonic() - began, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(results, indent=2, default=str)
+    stamp = results["started_at"].replace(":", "").replace("-", "")
+    (args.out / f"{stamp}.json").write_text(text + "\n")
+    (args.out / "latest.json").write_text(text + "\n")
+    _write_report(results, args.out)
+    step(f"done; results in {args.out}")
+
+
+def _write_report(results: dict, out: Path) -> None:
+    table = markdown(results)
+    (out / "latest.md").write_text(table)
+    chart(results, out / "latest.png")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""Measuring tools shared by the benchmarks: child processes with their peak memory, and
+when landed files became visible in a Delta table (read from the table's log, no JVM)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+RESULT_PREFIX = "BENCH_RESULT "
+
+
+@dataclass
+class Peaks:
+    """Peak memory of a process tree: the Python driver, its JVM(s), and the JVM heap in use."""
+
+    python_rss_mb: float = 0.0
+    jvm_rss_mb: float = 0.0
+    total_rss_mb: float = 0.0
+    jvm_heap_used_mb: float = 0.0
+
+
+class TreeSampler:
+    """Samples a process tree every ``interval`` seconds until stopped.
+
+    RSS comes from psutil; the JVM heap in use (eden + survivors + old generation) from
+    ``jstat -gc``, which reads the JVM's performance counters without touching its threads.
+    """
+
+    def __init__(self, pid: int, interval: float = 0.25) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peaks = Peaks()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
+        self._last_heap_probe = 0.0
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def _sample(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        python = jvm = 0.0
+        jvm_pids = []
+        for process in tree:
+            try:
+                rss = process.memory_info().rss / 2**20
+                name = process.name()
+            except psutil.NoSuchProcess:
+                continue
+            if name == "java":
+                jvm += rss
+                jvm_pids.append(process.pid)
+            elif process.pid == self.pid:
+                python += rss
+        peaks = self.peaks
+        peaks.python_rss_mb = max(peaks.python_rss_mb, python)
+        peaks.jvm_rss_mb = max(peaks.jvm_rss_mb, jvm)
+        peaks.total_rss_mb = max(peaks.total_rss_mb, python + jvm)
+        if jvm_pids and time.monotonic() - self._last_heap_probe >= 1.0:
+            self._last_heap_probe = time.monotonic()
+            heap = sum(_jvm_heap_used_mb(pid) for pid in jvm_pids)
+            peaks.jvm_heap_used_mb = max(peaks.jvm_heap_used_mb, heap)
+
+
+def _jvm_heap_used_mb(pid: int) -> float:
+    """Heap in use of one JVM, from ``jstat -gc`` (0 when it cannot be read)."""
+    try:
+        out = subprocess.run(
+            ["jstat", "-gc", str(pid)], capture_output=True, text=True, timeout=5
+        ).stdout.split("\n")
+        values = dict(zip(out[0].split(), out[1].split(), strict=False))
+        used_kb = sum(float(values[k]) for k in ("S0U", "S1U", "EU", "OU") if k in values)
+        return used_kb / 1024
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        return 0.0
+
+
+@dataclass
+class ChildRun:
+    """What a benchmark child printed as its result, its wall time and its memory peaks."""
+
+    result: dict
+    wall_s: float
+    peaks: Peaks
+    log: str = ""
+
+
+def run_child(args: list[str], log_path: Path, timeout: float, env: dict | None = None) -> ChildRun:
+    """Run ``python args...`` from the repo root; return its ``BENCH_RESULT`` line parsed."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    child_env = {**os.environ, "MEDALLION_SPARK_MASTER": "local[2]", **(env or {})}
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [PYTHON, *args],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=child_env,
+            start_new_session=True,
+        )
+        with TreeSampler(process.pid) as sampler:
+            try:
+                stdout, _ = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                kill_tree(process)
+                stdout, _ = process.communicate()
+        log.write(stdout)
+    wall = time.monotonic() - started
+    lines = [line for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    if process.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(args)} failed (exit {process.returncode}); see {log_path}")
+    return ChildRun(json.loads(lines[-1][len(RESULT_PREFIX) :]), wall, sampler.peaks)
+
+
+def kill_tree(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """Signal a child started with ``start_new_session=True`` and everything it started."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
+
+
+def emit(result: dict) -> None:
+    """Print a child's result as the one line :func:`run_child` looks for."""
+    print(RESULT_PREFIX + json.dumps(result, default=str), flush=True)
+
+
+# --- when did landed files become visible? -------------------------------------------------
+
+
+@dataclass
+class Commit:
+    version: int
+    timestamp_s: float
+    added: list[str] = field(default_factory=list)  # data files (dataChange=true)
+    txn_version: int | None = None
+
+
+def read_commits(table: str) -> list[Commit]:
+    """The commits of a Delta table from its JSON log, oldest first."""
+    log = Path(table) / "_delta_log"
+    commits = []
+    for path in sorted(log.glob("*.json")):
+        commit = Commit(int(path.stem), 0.0)
+        for line in path.read_text().splitlines():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                commit.timestamp_s = action["commitInfo"]["timestamp"] / 1000
+            elif "add" in action and action["add"].get("dataChange", True):
+                commit.added.append(action["add"]["path"])
+            elif "txn" in action:
+                commit.txn_version = int(action["txn"]["version"])
+        commits.append(commit)
+    return commits
+
+
+def first_version_of_files(table: str, commits: list[Commit]) -> dict[str, tuple[int, float]]:
+    """Landed file name -> (version, commit time) of the first commit that holds its rows."""
+    seen: dict[str, tuple[int, float]] = {}
+    for commit in commits:
+        for added in commit.added:
+            names = pq.read_table(Path(table) / added, columns=["_source_file"]).column(0)
+            for source in set(names.to_pylist()):
+                name = os.path.basename(source or "")
+                if name not in seen:
+                    seen[name] = (commit.version, commit.timestamp_s)
+    return seen
+
+
+def source_end_versions(checkpoint: str) -> dict[int, int]:
+    """Batch id -> the first source version a Delta-source stream had not read after it."""
+    ends: dict[int, int] = {}
+    for path in (Path(checkpoint) / "offsets").glob("[0-9]*"):
+        lines = path.read_text().splitlines()
+        offset = json.loads(lines[-1])
+        version, index = int(offset["reservoirVersion"]), int(offset["index"])
+        # (v, -1) is "nothing of v read yet"; (v, i >= 0) means v was read up to file i, whole
+        # here (no rate limits are set).
+        ends[int(path.name)] = version if index < 0 else version + 1
+    return ends
+
+
+def visible_times(lake: str, landed: dict[str, float]) -> dict[str, dict[str, float]]:
+    """For each landed file (name -> landing time), when its rows were queryable in bronze,
+    silver and gold (hourly metrics), in seconds since its landing; files not yet visible are
+    left out."""
+    bronze = first_version_of_files(f"{lake}/bronze/events", read_commits(f"{lake}/bronze/events"))
+    silver_table = f"{lake}/silver/events"
+    silver = first_version_of_files(silver_table, read_commits(silver_table))
+    gold_commits = read_commits(f"{lake}/gold/hourly_product_metrics")
+    ends = source_end_versions(f"{lake}/_checkpoints/gold_hourly_product_metrics")
+    # gold batch -> commit time; a batch covers the silver versions below its end version
+    gold_batches = sorted(
+        (ends[c.txn_version], c.timestamp_s)
+        for c in gold_commits
+        if c.txn_version is not None and c.txn_version in ends
+    )
+    out: dict[str, dict[str, float]] = {"bronze": {}, "silver": {}, "gold": {}}
+    for name, landed_at in landed.items():
+        if name in bronze:
+            out["bronze"][name] = bronze[name][1] - landed_at
+        if name not in silver:
+            continue
+        version, at = silver[name]
+        out["silver"][name] = at - landed_at
+        gold_at = min((t for end, t in gold_batches if end > version), default=None)
+        if gold_at is not None:
+            out["gold"][name] = gold_at - landed_at
+    return out
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0-100), nearest-rank; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[int(rank) - 1]

@@ -1,0 +1,63 @@
+"""Helpers shared by the peer pipelines: arguments, the Spark session, gold totals, the result line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from medallion.session import local_builder
+
+METRIC_COLUMNS = ("views", "add_to_carts", "purchases", "unique_users")
+
+
+def parse_args(description: str | None = None) -> argparse.Namespace:
+    """``--landing DIR`` (holds ``events/*.json``) and ``--workdir DIR`` (tables, checkpoints)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--landing", required=True, help="folder with events/*.json")
+    parser.add_argument("--workdir", required=True, help="tables and checkpoints (wiped first)")
+    return parser.parse_args()
+
+
+def fresh_workdir(path: str) -> str:
+    """Delete ``path`` if it exists and create it empty; return its absolute path."""
+    workdir = Path(path).resolve()
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    return str(workdir)
+
+
+def session() -> SparkSession:
+    """A local delta-spark session built exactly like medallion's (2 cores, log level WARN)."""
+    spark = local_builder("peer", master="local[2]").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def gold_totals(path: str) -> dict:
+    """Sum the metric columns of a gold Delta table, read with ``deltalake`` (no JVM).
+
+    ``revenue`` is an exact decimal string. medallion's revenue is a decimal column; the
+    tutorial's is a double, whose values are summed exactly as Decimals and then rounded to 4
+    places so the two are comparable.
+    """
+    table = DeltaTable(path).to_pyarrow_table()
+    totals: dict = {"rows": table.num_rows}
+    for name in METRIC_COLUMNS:
+        totals[name] = int(sum(v for v in table.column(name).to_pylist() if v is not None))
+    revenue = sum(
+        (Decimal(str(v)) for v in table.column("revenue").to_pylist() if v is not None),
+        Decimal(0),
+    )
+    totals["revenue"] = str(revenue.quantize(Decimal("0.0001")))
+    return totals
+
+
+def emit(result: dict) -> None:
+    """Print the one final stdout line the benchmark harness reads: ``BENCH_RESULT {json}``."""
+    print("BENCH_RESULT " + json.dumps(result, sort_keys=True), flush=True)

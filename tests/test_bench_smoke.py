@@ -1,0 +1,54 @@
+"""The benchmark still runs: a tiny ``make bench QUICK=1`` with its backfill comparisons.
+
+It runs benchmarks/bench.py as ``make bench`` does, with medallion, the batch ceiling and the
+tutorial peer on 2,000 events (the streaming, recovery, small-file and scaling parts and the
+Declarative Pipelines peer each start more JVMs, so they are left to ``make bench``), and
+checks the outputs: the results JSON, the Markdown table, the chart and the target checks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
+    out = tmp_path / "results"
+    command = [
+        sys.executable,
+        "benchmarks/bench.py",
+        "--quick",
+        "--events",
+        "2000",
+        "--skip",
+        "sdp,latency,recovery,small_files,scaling",
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path / "work"),
+    ]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    results = json.loads((out / "latest.json").read_text())
+    assert len(list(out.glob("2*.json"))) == 1
+    ours = results["backfill"]
+    ceiling = results["peers"]["batch_ceiling"]
+    tutorial = results["peers"]["tutorial"]
+    # The same files: the ceiling's bronze is ours, row for row.
+    assert ceiling["bronze_rows"] == ours["bronze_rows"] > 2000
+    assert ours["silver_rows"] + ours["quarantined"] < ours["bronze_rows"]  # duplicates dropped
+    assert set(ours["layers_s"]) == {"bronze", "silver", "gold"}
+    assert ours["peak_total_rss_mb"] > ours["peak_python_rss_mb"] > 0
+    assert ours["peak_jvm_heap_used_mb"] > 0
+    # The tutorial keeps records medallion quarantines, and the comparison says so.
+    assert tutorial["gold_diff"] and tutorial["gold_diff"].get("rows", 0) >= 0
+    targets = {check["target"] for check in results["checks"]}
+    assert any("batch ceiling" in t for t in targets) and any("RSS" in t for t in targets)
+    table = (out / "latest.md").read_text()
+    assert "| medallion |" in table and "| batch_ceiling |" in table
+    assert (out / "latest.png").stat().st_size > 10_000
