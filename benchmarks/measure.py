@@ -4,6 +4,7 @@ when landed files became visible in a Delta table (read from the table's log, no
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -186,12 +187,17 @@ def first_version_of_files(table: str, commits: list[Commit]) -> dict[str, tuple
     seen: dict[str, tuple[int, float]] = {}
     for commit in commits:
         for added in commit.added:
-            names = pq.read_table(Path(table) / added, columns=["_source_file"]).column(0)
-            for source in set(names.to_pylist()):
-                name = os.path.basename(source or "")
+            for name in _source_files(str(Path(table) / added)):
                 if name not in seen:
                     seen[name] = (commit.version, commit.timestamp_s)
     return seen
+
+
+@functools.lru_cache(maxsize=100_000)
+def _source_files(data_file: str) -> frozenset[str]:
+    """The landed file names whose rows a Delta data file holds (data files never change)."""
+    names = pq.read_table(data_file, columns=["_source_file"]).column(0).to_pylist()
+    return frozenset(os.path.basename(source or "") for source in names)
 
 
 def source_end_versions(checkpoint: str) -> dict[int, int]:

@@ -78,9 +78,12 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
         spark = batch.sparkSession
         # A renamed or retyped silver column stops the stream here, before any write.
         schema = check_table_schema(spark, silver, "silver_events", checkpoint, extra)
-        validated = validate_events(batch, extra).persist()
+        validated = validate_events(batch, extra)
+        # Only quarantined rows keep their raw line, so the cached batch is a fraction the size.
+        invalid = F.col("reason").isNotNull()
+        validated = validated.withColumn("_raw", F.when(invalid, F.col("_raw"))).persist()
         try:
-            invalid_count = validated.where(F.col("reason").isNotNull()).count()
+            invalid_count = validated.where(invalid).count()
             with idempotent_writes(spark, app_id(spark), batch_id):
                 if invalid_count:
                     append_batch(quarantined_events(validated), quarantine)
