@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Config, TableRef, quote_identifier
+from medallion.parallel import in_parallel
 
 _BRONZE_EVENT_FIELDS = (
     "event_id STRING, event_type STRING, user_id STRING, product_id STRING, category STRING, "
@@ -169,14 +167,7 @@ def register_tables(spark: SparkSession, config: Config) -> None:
             spark.sql(f"CREATE TABLE {table.qualified_name} USING DELTA LOCATION '{location}'")
             registered[table.qualified_name] = table.path
 
-    _in_threads(register, config.tables())
-
-
-def _in_threads(work: Callable[[TableRef], None], tables: list[TableRef]) -> None:
-    """``work`` for every table from a few threads: catalog and metadata commands wait on the
-    file system, not on the cores, so a new lake's ten tables are set up several times faster."""
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="tables") as pool:
-        list(pool.map(work, tables))
+    in_parallel(register, config.tables(), "register")
 
 
 def unregister_table(spark: SparkSession, table: TableRef) -> None:
@@ -191,5 +182,5 @@ def ensure_tables(spark: SparkSession, config: Config) -> None:
         spark.sql(
             f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.catalog or '', config.schema)}"
         )
-    _in_threads(lambda table: create_table(spark, table), config.tables())
+    in_parallel(lambda table: create_table(spark, table), config.tables(), "create-table")
     register_tables(spark, config)

@@ -6,10 +6,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -18,13 +15,11 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.config import Config
 from medallion.ops.monitor import monitored
 from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_in
+from medallion.parallel import in_parallel
 from medallion.session import is_connect_session
 from medallion.streams.flows import FLOWS, Flow, flows_by_layer
 from medallion.streams.sinks import Trigger
 from medallion.tables import ensure_tables, history, read_table
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
@@ -91,17 +86,10 @@ def describe_failure(flow: Flow, config: Config, error: BaseException) -> Pipeli
     )
 
 
-def _in_parallel(work: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """``work`` over ``items`` from a few threads: each is a small Spark job or a metadata
-    read, so their latency, not the cores, is what adds up."""
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="summary") as pool:
-        return list(pool.map(work, items))
-
-
 def _versions(spark: SparkSession, config: Config) -> dict[str, int]:
     """The current version of every table (they exist: ``_prepare`` made sure)."""
     tables = config.tables()
-    latest = _in_parallel(lambda t: history(spark, t, 1).collect()[0]["version"], tables)
+    latest = in_parallel(lambda t: history(spark, t, 1).collect()[0]["version"], tables, "versions")
     return {table.key: version for table, version in zip(tables, latest, strict=True)}
 
 
@@ -138,7 +126,9 @@ def _summarize(
         result.total_rows = read_table(spark, config.table(key)).count()
         return result
 
-    report.tables = _in_parallel(summary, [(flow, key) for flow in FLOWS for key in flow.writes])
+    report.tables = in_parallel(
+        summary, [(flow, key) for flow in FLOWS for key in flow.writes], "summary"
+    )
     for main, quarantine in (
         ("silver/events", "silver/events_quarantine"),
         ("silver/customers", "silver/customers_quarantine"),
