@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+import signal
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -163,9 +166,33 @@ def get_spark(
         if missing:
             log.warning("the running Spark session was started without %s", ", ".join(missing))
         return active
-    spark = local_builder(app_name, master, extra, packages).getOrCreate()
+    with _driver_owns_sigterm():
+        spark = local_builder(app_name, master, extra, packages).getOrCreate()
     quiet_spark_logs(spark)
     return spark
+
+
+@contextlib.contextmanager
+def _driver_owns_sigterm() -> Iterator[None]:
+    """Start the local JVM with SIGTERM ignored, so that only this driver acts on it.
+
+    A SIGTERM to the whole process group (``kill -TERM -PGID``, systemd's default
+    ``KillMode=control-group``) would otherwise kill the JVM at once, under the driver's
+    graceful stop. The JVM keeps a signal that it inherits as ignored ignored (PySpark does
+    the same for SIGINT), and dies with the driver all the same: it exits when its stdin, a
+    pipe from this process, closes. SIGTERM is blocked meanwhile, so one that arrives while
+    the JVM starts is delivered to the driver's own handler afterwards, not lost.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may change signal handlers
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def quiet_spark_logs(spark: SparkSession, level: str | None = None) -> None:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Sequence
+
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Config, TableRef, quote_identifier
+from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
+from medallion.storage import delete_folder, list_names
+
+log = logging.getLogger(__name__)
 
 _BRONZE_EVENT_FIELDS = (
     "event_id STRING, event_type STRING, user_id STRING, product_id STRING, category STRING, "
@@ -86,19 +94,85 @@ PROPERTIES: dict[str, dict[str, str]] = {
 }
 
 
+# A commit (``00000000000000000007.json``) or a checkpoint of one: what makes a folder a table.
+# Staged commits live in ``_delta_log/_staged_commits/`` and are not commits until published.
+_COMMIT_FILE = re.compile(r"^(\d{20})\.(json|checkpoint(\..+)?\.(parquet|json))$")
+
+
+def committed_version(spark: SparkSession, table: TableRef) -> int | None:
+    """The table's newest committed version from its ``_delta_log`` listing, without Spark jobs;
+    None when it has no commit (never created, or its creation was cut short by a crash).
+
+    Raises :class:`LookupError` when the log cannot be listed from here.
+    """
+    if table.path is None:
+        raise LookupError(f"{table.key} is a catalog table")
+    names = list_names(spark, f"{table.path.rstrip('/')}/_delta_log")
+    if names is None:
+        raise LookupError(f"cannot list the Delta log of {table.path}")
+    versions = [int(m.group(1)) for m in map(_COMMIT_FILE.match, names) if m]
+    return max(versions) if versions else None
+
+
+def table_version(spark: SparkSession, table: TableRef) -> int | None:
+    """The table's latest version, or None when it does not exist."""
+    try:
+        return committed_version(spark, table)
+    except LookupError:
+        if not table_exists(spark, table):
+            return None
+        return int(history(spark, table, 1).collect()[0]["version"])
+
+
+def holds_data(spark: SparkSession, table: TableRef) -> bool:
+    """True when the table has been written to: a commit after its creation, and data files."""
+    if (table_version(spark, table) or 0) == 0:
+        return False
+    return int(spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]["numFiles"]) > 0
+
+
 def table_exists(spark: SparkSession, table: TableRef) -> bool:
-    """True when the table exists as a Delta table.
+    """True when the table exists as a Delta table: for a path, when its log has a commit.
+
+    A ``_delta_log`` folder without a commit (a creation killed half-way leaves one, for
+    example holding an empty ``_staged_commits/``) is not a table.
 
     Tables are checked, created, merged into and read with SQL rather than the ``DeltaTable``
     API, so the pipeline also runs over Spark Connect where Delta's Connect plugin is absent.
     """
     if table.path is not None:
         try:
+            return committed_version(spark, table) is not None
+        except LookupError:
+            pass
+        try:
             spark.sql(f"DESCRIBE DETAIL {table.sql_name}")
         except AnalysisException:
             return False
         return True
     return spark.catalog.tableExists(table.qualified_name.replace("`", ""))
+
+
+def discard_uncommitted_log(spark: SparkSession, table: TableRef) -> bool:
+    """Delete the ``_delta_log`` of a table folder that has no commit; True when it did.
+
+    Such a log holds nothing a reader could see (the table was never created), but
+    ``CREATE TABLE IF NOT EXISTS`` would take the folder for a table and every later step
+    would fail. Only call it while no other writer can be creating the table (runs hold the
+    lake's stream locks, medallion/locks.py).
+    """
+    if table.path is None:
+        return False
+    log_dir = f"{table.path.rstrip('/')}/_delta_log"
+    names = list_names(spark, log_dir)
+    if not names or any(_COMMIT_FILE.match(name) for name in names):
+        return False
+    log.warning(
+        "%s: its creation was cut short (a _delta_log with no commit); creating it again",
+        table.key,
+    )
+    delete_folder(spark, log_dir)
+    return True
 
 
 def delta_table(spark: SparkSession, table: TableRef) -> DeltaTable:
@@ -121,14 +195,20 @@ def read_table(spark: SparkSession, table: TableRef) -> DataFrame:
     return spark.read.table(table.qualified_name)
 
 
+def create_delta_table(
+    spark: SparkSession, table: TableRef, columns: str, properties: dict[str, str]
+) -> None:
+    """``CREATE TABLE IF NOT EXISTS`` with these columns and properties; a folder left by a
+    creation that a crash cut short is discarded first."""
+    discard_uncommitted_log(spark, table)
+    pairs = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+    clause = f" TBLPROPERTIES ({pairs})" if pairs else ""
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql_name} ({columns}) USING DELTA{clause}")
+
+
 def create_table(spark: SparkSession, table: TableRef) -> None:
     """Create one contract table, with its schema and properties, if it does not exist."""
-    pairs = ", ".join(
-        f"'{key}' = '{value}'" for key, value in PROPERTIES.get(table.key, {}).items()
-    )
-    properties = f" TBLPROPERTIES ({pairs})" if pairs else ""
-    columns = SCHEMAS[table.key]
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql_name} ({columns}) USING DELTA{properties}")
+    create_delta_table(spark, table, SCHEMAS[table.key], PROPERTIES.get(table.key, {}))
 
 
 # What each local session has registered: application id -> {qualified name: location}. The
@@ -176,11 +256,24 @@ def unregister_table(spark: SparkSession, table: TableRef) -> None:
     _registrations(spark).pop(table.qualified_name, None)
 
 
-def ensure_tables(spark: SparkSession, config: Config) -> None:
-    """Create every contract table that is missing and register them all by name."""
-    if config.uses_unity_catalog:
-        spark.sql(
-            f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.catalog or '', config.schema)}"
-        )
-    in_parallel(lambda table: create_table(spark, table), config.tables(), "create-table")
-    register_tables(spark, config)
+# Tables are created under this lock (medallion/locks.py): tasks that start together create
+# the same tables, and a creation cut short by a crash is only discarded by whoever holds it.
+SETUP_LOCK = "_setup"
+
+
+def ensure_tables(
+    spark: SparkSession,
+    config: Config,
+    more: Sequence[tuple[TableRef, str, dict[str, str]]] = (),
+) -> None:
+    """Create every contract table that is missing (and ``more``: (table, columns,
+    properties)), then register them all by name."""
+    with stream_locks(config, [SETUP_LOCK], "create tables", wait_seconds=300):
+        if config.uses_unity_catalog:
+            spark.sql(
+                f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.catalog or '', config.schema)}"
+            )
+        in_parallel(lambda table: create_table(spark, table), config.tables(), "create-table")
+        for table, columns, properties in more:
+            create_delta_table(spark, table, columns, properties)
+        register_tables(spark, config)

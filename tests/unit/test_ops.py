@@ -47,14 +47,23 @@ def test_lineage_is_read_from_the_flows():
     ]
 
 
-def test_reset_plans_cover_downstream_and_refuse_bronze(tmp_path):
+def test_reset_plans_cover_downstream_and_bronze_rebuilds_everything(tmp_path):
     config = Config(landing=str(tmp_path / "landing"), lake=str(tmp_path / "lake"))
     plan = plan_reset(config, "gold", "gold/hourly_product_metrics")
     assert [t.key for t in plan.tables] == ["gold/hourly_product_metrics"]
     assert plan.checkpoints == (f"{tmp_path}/lake/_checkpoints/gold_hourly_product_metrics",)
     assert "gold/hourly_product_metrics" in plan.describe()
-    with pytest.raises(ConfigError, match="bronze holds the only copy"):
-        plan_reset(config, "bronze")
+    bronze = plan_reset(config, "bronze", "bronze/events")
+    assert bronze.streams == (
+        "bronze_events",
+        "silver_events",
+        "gold_hourly_product_metrics",
+        "gold_daily_revenue_by_country",
+    )
+    assert "input removed since it was ingested is lost for good" in bronze.describe()
+    assert len(plan_reset(config, "bronze").tables) == len(config.tables())
+    with pytest.raises(ConfigError, match="cannot reset layer 'landing'"):
+        plan_reset(config, "landing")
     with pytest.raises(ConfigError, match="not in layer"):
         plan_reset(config, "gold", "silver/events")
 

@@ -60,7 +60,7 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
 
     reset = sub.add_parser("reset", help="delete a layer and everything downstream, to rebuild")
     reset.add_argument("--lake", required=True)
-    reset.add_argument("--layer", required=True, choices=("silver", "gold"))
+    reset.add_argument("--layer", required=True, choices=("bronze", "silver", "gold"))
     reset.add_argument("--table", help="only this table of the layer (and what is downstream)")
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 

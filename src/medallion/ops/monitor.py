@@ -33,6 +33,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from medallion.config import Config, TableRef, quote_identifier
 from medallion.session import is_connect_session
+from medallion.tables import create_delta_table, read_table, table_exists
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ PROGRESS_SCHEMA = (
     "processed_rows_per_second: DOUBLE>>, "
     "sink_description STRING, sink_num_output_rows BIGINT, progress_json STRING"
 )
-_PROGRESS_PROPERTIES = {
+PROGRESS_PROPERTIES = {
     "delta.appendOnly": "true",
     "delta.autoOptimize.optimizeWrite": "true",
     "delta.autoOptimize.autoCompact": "true",
@@ -71,11 +72,7 @@ def progress_table(config: Config) -> TableRef:
 def create_progress_table(spark: SparkSession, config: Config) -> TableRef:
     """Create the progress table if it is missing; return it."""
     table = progress_table(config)
-    pairs = ", ".join(f"'{k}' = '{v}'" for k, v in _PROGRESS_PROPERTIES.items())
-    spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {table.sql_name} ({PROGRESS_SCHEMA}) USING DELTA "
-        f"TBLPROPERTIES ({pairs})"
-    )
+    create_delta_table(spark, table, PROGRESS_SCHEMA, PROGRESS_PROPERTIES)
     return table
 
 
@@ -361,8 +358,6 @@ def monitored(run: F) -> F:
 
 def read_progress(spark: SparkSession, config: Config):
     """The progress table as a DataFrame, or None when nothing was recorded yet."""
-    from medallion.tables import read_table, table_exists
-
     table = progress_table(config)
     return read_table(spark, table) if table_exists(spark, table) else None
 

@@ -1,29 +1,30 @@
 """Replay: delete a layer's tables (or one table), their streams' checkpoints and everything
 downstream, so that the next run rebuilds them from the layer above.
 
-Bronze keeps the full history of the input, so silver and gold can always be rebuilt; bronze
-itself is never reset. What is downstream is derived from ``FLOWS`` (ops/lineage.py): a stream
-that writes a reset table is reset whole, with every table it writes, and so is every stream
-that reads a reset table. Stop the pipeline before a reset: a running stream would keep
-writing into what is being deleted.
+Bronze keeps the full history of the input, so silver and gold can always be rebuilt. Bronze
+itself is rebuilt from the input that is still there: the landing folder, or what the topics
+still retain. What is downstream is derived from ``FLOWS`` (ops/lineage.py): a stream that
+writes a reset table is reset whole, with every table it writes, and so is every stream that
+reads a reset table. A reset holds the locks of every stream it deletes, so it is refused
+while a run of any of them is live (medallion/locks.py).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
 from medallion.config import Config, ConfigError, TableRef
+from medallion.locks import stream_locks
 from medallion.ops.lineage import downstream
+from medallion.storage import delete_folder
 from medallion.tables import table_exists, unregister_table
 
 log = logging.getLogger(__name__)
 
-RESETTABLE_LAYERS = ("silver", "gold")
+RESETTABLE_LAYERS = ("bronze", "silver", "gold")
 
 
 @dataclass(frozen=True)
@@ -40,16 +41,18 @@ class ResetPlan:
         lines += [f"  {t.key} ({t.path or t.qualified_name})" for t in self.tables]
         lines.append("stream checkpoints:")
         lines += [f"  {s} ({c})" for s, c in zip(self.streams, self.checkpoints, strict=True)]
+        if any(t.layer == "bronze" for t in self.tables):
+            lines.append(
+                "bronze is rebuilt from the input still in the landing folder (or still retained "
+                "by the topics): input removed since it was ingested is lost for good"
+            )
         return "\n".join(lines)
 
 
 def plan_reset(config: Config, layer: str, table: str | None = None) -> ResetPlan:
     """The tables and checkpoints to delete to rebuild ``layer`` (or one of its tables)."""
     if layer not in RESETTABLE_LAYERS:
-        raise ConfigError(
-            f"cannot reset layer {layer!r}: use {' or '.join(RESETTABLE_LAYERS)} "
-            "(bronze holds the only copy of the input history)"
-        )
+        raise ConfigError(f"cannot reset layer {layer!r}: use {', '.join(RESETTABLE_LAYERS)}")
     refs = config.tables()
     if table is not None:
         chosen = [config.table(table)]  # raises ConfigError for an unknown key
@@ -64,31 +67,28 @@ def plan_reset(config: Config, layer: str, table: str | None = None) -> ResetPla
     )
 
 
-def _delete_folder(spark: SparkSession, path: str) -> None:
-    if "://" not in path:
-        if os.path.exists(path):
-            shutil.rmtree(path)
-        return
-    jvm = spark.sparkContext._jvm  # a cloud path: through Hadoop's file system
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    fs.delete(hadoop_path, True)
-
-
 def execute_reset(spark: SparkSession, config: Config, plan: ResetPlan) -> None:
-    """Delete what ``plan`` lists. Tables are dropped from the catalog and their data removed."""
+    """Delete what ``plan`` lists. Tables are dropped from the catalog and their data removed.
+
+    Raises :class:`~medallion.locks.LockHeld` while a run of any of the plan's streams is live.
+    """
+    with stream_locks(config, plan.streams, "medallion reset"):
+        _delete(spark, config, plan)
+
+
+def _delete(spark: SparkSession, config: Config, plan: ResetPlan) -> None:
     for table in plan.tables:
         exists = table_exists(spark, table)
         if table.path is not None:
             if not config.uses_unity_catalog:
                 unregister_table(spark, table)
             if exists:
-                _delete_folder(spark, table.path)
+                delete_folder(spark, table.path)
         else:
             spark.sql(f"DROP TABLE IF EXISTS {table.qualified_name}")
         log.info("reset: deleted table %s", table.key)
     for stream, checkpoint in zip(plan.streams, plan.checkpoints, strict=True):
-        _delete_folder(spark, checkpoint)
+        delete_folder(spark, checkpoint)
         log.info("reset: deleted checkpoint of %s", stream)
     _forget_cached_logs(spark)
 

@@ -1,10 +1,17 @@
-"""Checkpoint hygiene before a query starts."""
+"""Checkpoint hygiene before a query starts: abandoned log writes, lost checkpoints."""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
+from collections.abc import Sequence
+
+from pyspark.sql import SparkSession
+
+from medallion.config import Config
+from medallion.storage import list_names, local_path
+from medallion.tables import holds_data
 
 log = logging.getLogger(__name__)
 
@@ -12,12 +19,6 @@ log = logging.getLogger(__name__)
 # file and renames it into place. A process killed between the two leaves ``.N.<uuid>.tmp``
 # (and its ``.crc``) behind: an entry that was never written.
 _ABANDONED_WRITE = re.compile(r"^\.{1,2}\d+\.[0-9a-f-]{36}\.tmp(\.crc)?$")
-
-
-def _local_path(checkpoint: str) -> str | None:
-    if checkpoint.startswith("file:"):
-        return checkpoint[len("file:") :]
-    return None if "://" in checkpoint or checkpoint.startswith("dbfs:") else checkpoint
 
 
 def discard_abandoned_writes(checkpoint: str) -> list[str]:
@@ -28,7 +29,7 @@ def discard_abandoned_writes(checkpoint: str) -> list[str]:
     write would otherwise stop the stream from ever starting again. Only call this before the
     query starts: no writer is alive then. Object stores (no rename) are left alone.
     """
-    root = _local_path(checkpoint)
+    root = local_path(checkpoint)
     if root is None or not os.path.isdir(root):
         return []
     removed = []
@@ -43,3 +44,32 @@ def discard_abandoned_writes(checkpoint: str) -> list[str]:
     if removed:
         log.warning("removed %d abandoned checkpoint writes under %s", len(removed), checkpoint)
     return removed
+
+
+def checkpoint_started(spark: SparkSession, checkpoint: str) -> bool | None:
+    """True when a query has started from ``checkpoint`` (its ``metadata`` file is there);
+    None when the folder cannot be listed from here."""
+    names = list_names(spark, checkpoint)
+    return None if names is None else "metadata" in names
+
+
+def lost_checkpoint(
+    spark: SparkSession, config: Config, stream: str, writes: Sequence[str]
+) -> str | None:
+    """Why ``stream`` must not start, when its checkpoint is gone while a table it writes
+    already holds data: starting from nothing would read its whole input again and write it
+    twice (appends, additive MERGEs). None when it may start."""
+    checkpoint = config.checkpoint(stream)
+    if checkpoint_started(spark, checkpoint) is not False:
+        return None
+    written = [key for key in writes if holds_data(spark, config.table(key))]
+    if not written:
+        return None
+    table = config.table(written[0])
+    return (
+        f"stream '{stream}' has no checkpoint at {checkpoint}, but {', '.join(written)} already "
+        "holds what it wrote: starting it from nothing would read its input again and write it "
+        "twice. If the checkpoint was moved, put it back; to rebuild instead, run "
+        f"`medallion reset --lake {config.lake} --layer {table.layer} --table {table.key}` "
+        "(docs/operations.md)"
+    )

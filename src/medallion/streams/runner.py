@@ -13,10 +13,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
-from medallion.ops.monitor import monitored
+from medallion.locks import stream_locks
+from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, monitored, progress_table
 from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_in
 from medallion.parallel import in_parallel
 from medallion.session import is_connect_session
+from medallion.streams.checkpoints import lost_checkpoint
 from medallion.streams.flows import FLOWS, Flow, flows_by_layer
 from medallion.streams.sinks import Trigger
 from medallion.tables import ensure_tables, history, read_table
@@ -138,18 +140,43 @@ def _summarize(
 
 
 def _prepare(spark: SparkSession, config: Config) -> None:
-    ensure_tables(spark, config)
+    progress = (progress_table(config), PROGRESS_SCHEMA, PROGRESS_PROPERTIES)
+    ensure_tables(spark, config, more=[progress])
     for dataset in ("events", "customers") if config.source == "files" else ():
         path = config.landing_dir(dataset)
         if "://" not in path and not path.startswith("/Volumes/"):
             os.makedirs(path, exist_ok=True)
 
 
+def _start(spark: SparkSession, config: Config, flow: Flow, trigger: Trigger) -> StreamingQuery:
+    """Start one flow, unless its checkpoint was lost while its tables hold data."""
+    refusal = lost_checkpoint(spark, config, flow.name, flow.writes)
+    if refusal:
+        raise PipelineError(refusal)
+    try:
+        return flow.start(spark, config, trigger)
+    except PySparkException as error:
+        raise describe_failure(flow, config, error) from error
+
+
+def _locks(config: Config, flows: tuple[Flow, ...], how: str):
+    """The locks of the flows' streams, held for a whole run (medallion/locks.py)."""
+    return stream_locks(config, [f.name for f in flows], f"medallion run ({how})")
+
+
 @monitored  # progress events into <lake>/_system/stream_progress, live progress
 def run_available_now(
     spark: SparkSession, config: Config, flows: tuple[Flow, ...] = FLOWS
 ) -> RunReport:
-    """Process everything that has landed, layer by layer, and return the run's summary."""
+    """Process everything that has landed, layer by layer, and return the run's summary.
+
+    The run holds its streams' locks: a second writer of any of them is refused.
+    """
+    with _locks(config, flows, "available now"):
+        return _run_available_now(spark, config, flows)
+
+
+def _run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, ...]) -> RunReport:
     _prepare(spark, config)
     before = _versions(spark, config)
     trigger = Trigger(available_now=True)
@@ -177,10 +204,7 @@ def _run_group(
     finished = {}
     for flow in flows:
         log.info("starting %s (%s, available now)", flow.name, layer)
-        try:
-            started.append((flow, flow.start(spark, config, trigger)))
-        except PySparkException as error:
-            raise describe_failure(flow, config, error) from error
+        started.append((flow, _start(spark, config, flow, trigger)))
     for flow, query in started:
         try:
             query.awaitTermination()
@@ -237,8 +261,15 @@ def run_streaming(
     """Run every flow with processing-time triggers until ``stop`` is set, then stop cleanly.
 
     Queries stop together, each after its in-flight batch. A failed query stops the others and
-    raises :class:`PipelineError`.
+    raises :class:`PipelineError`. The run holds its streams' locks until it ends.
     """
+    with _locks(config, flows, "stream"):
+        return _run_streaming(spark, config, stop, flows)
+
+
+def _run_streaming(
+    spark: SparkSession, config: Config, stop: threading.Event, flows: tuple[Flow, ...]
+) -> RunReport:
     if is_connect_session(spark):
         raise PipelineError(
             "a continuous run over Spark Connect is not supported: its foreachBatch functions "
@@ -252,10 +283,7 @@ def run_streaming(
     try:
         for flow in flows:
             log.info("starting %s (every %ss)", flow.name, config.trigger_interval_seconds)
-            try:
-                running.append((flow, flow.start(spark, config, trigger)))
-            except PySparkException as error:
-                raise describe_failure(flow, config, error) from error
+            running.append((flow, _start(spark, config, flow, trigger)))
         restarts = 0
         while not stop.wait(0.5):
             for position, (flow, query) in enumerate(running):
@@ -266,7 +294,7 @@ def run_streaming(
                         # a restart reads the new schema from where the checkpoint stands.
                         log.info("%s: its source's schema changed; restarting it", flow.name)
                         restarts += 1
-                        running[position] = (flow, flow.start(spark, config, trigger))
+                        running[position] = (flow, _start(spark, config, flow, trigger))
                         continue
                     raise describe_failure(
                         flow, config, error or RuntimeError("stopped unexpectedly")

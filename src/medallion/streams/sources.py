@@ -8,6 +8,13 @@ from pyspark.sql import functions as F
 from medallion.config import Config, DeltaSourceOptions, TableRef
 from medallion.streams.kafka import reader_options, resolve_security_options
 
+# The file source forgets files older than ``maxFileAge`` (default 7 days) measured from the
+# newest file it has seen, and then never reads a file whose modification time is older: a
+# ``cp -p`` backfill, a clock-skewed producer, or any file landing after one with a far-future
+# time would be skipped without a word. No age limit: every landed file is read once, whatever
+# its time. (Auto Loader has no limit by default; ``cloudFiles.maxFileAge`` is left unset.)
+NO_FILE_AGE_LIMIT = "1000000000d"
+
 
 def landing_lines(spark: SparkSession, config: Config, dataset: str) -> DataFrame:
     """A stream of the lines landed under ``<landing>/<dataset>/``.
@@ -32,7 +39,7 @@ def landing_lines(spark: SparkSession, config: Config, dataset: str) -> DataFram
                 "cloudFiles.maxFilesPerTrigger", str(config.max_files_per_trigger)
             )
     else:
-        reader = spark.readStream.format("text")
+        reader = spark.readStream.format("text").option("maxFileAge", NO_FILE_AGE_LIMIT)
         if config.max_files_per_trigger is not None:
             reader = reader.option("maxFilesPerTrigger", str(config.max_files_per_trigger))
     lines = reader.option("lineSep", "\n").load(path)

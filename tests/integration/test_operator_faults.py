@@ -1,0 +1,169 @@
+"""What operators and clocks do around the pipeline: a creation cut short, old and future file
+times, a lost checkpoint, two runs at once, a reset during a stream, SIGTERM to the group."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from lake_checks import assert_customers_match, assert_lake_matches, lake_snapshot
+from oracle import expected_customers, expected_from
+from processes import run_medallion, start_medallion, wait_until
+
+from medallion.cli import main
+from medallion.generate import generate, write_file_atomically
+from medallion.ops.monitor import read_progress
+from medallion.streams.flows import FLOWS
+from medallion.streams.runner import PipelineError, run_available_now
+from medallion.tables import read_table, table_exists
+
+DAY = 24 * 3600
+
+
+def _event(event_id: str, hour: int = 10) -> str:
+    return json.dumps(
+        {
+            "event_id": event_id,
+            "event_type": "view",
+            "user_id": "u1",
+            "product_id": "p1",
+            "event_timestamp": f"2026-11-20T{hour:02d}:00:00Z",
+        }
+    )
+
+
+def _land(landing: Path, name: str, lines: list[str], mtime: float | None = None) -> None:
+    write_file_atomically(str(landing / "events"), name, lines)
+    if mtime is not None:
+        os.utime(landing / "events" / name, (mtime, mtime))
+
+
+def _bronze_ids(spark, config) -> set[str]:
+    return {r.event_id for r in read_table(spark, config.table("bronze/events")).collect()}
+
+
+def test_a_table_creation_cut_short_by_a_kill_is_created_again(spark, config, dirs):
+    landing, lake = dirs
+    # What a SIGKILL during the first run's table creation leaves: a log with no commit.
+    for folder in ("bronze/events", "silver/customers", "_system/stream_progress"):
+        (lake / folder / "_delta_log" / "_staged_commits").mkdir(parents=True)
+    assert not table_exists(spark, config.table("bronze/events"))
+    generate(str(landing), events=300, customers=40, files=2, seed=11)
+
+    run_available_now(spark, config)
+
+    assert_lake_matches(spark, config, expected_from(landing))
+    assert_customers_match(spark, config, expected_customers(landing))
+    assert read_progress(spark, config).count() > 0
+
+
+def test_files_landing_with_old_or_far_future_times_are_all_ingested(spark, config, dirs):
+    landing, _ = dirs
+    _land(landing, "first.json", [_event("a1")])
+    run_available_now(spark, config)
+
+    now = time.time()
+    _land(landing, "backfill.json", [_event("old1"), _event("old2")], mtime=now - 30 * DAY)
+    _land(landing, "skewed.json", [_event("future1")], mtime=now + 365 * DAY)
+    run_available_now(spark, config)
+    # A normal file after one from the future: by the default maxFileAge it would look a year
+    # "too old".
+    _land(landing, "after.json", [_event("next1")])
+    _land(landing, "ancient.json", [_event("epoch1")], mtime=1.0)
+    run_available_now(spark, config)
+
+    assert _bronze_ids(spark, config) == {"a1", "old1", "old2", "future1", "next1", "epoch1"}
+    assert_lake_matches(spark, config, expected_from(landing))
+
+
+def test_a_lost_checkpoint_is_refused_for_every_stream_and_reset_rebuilds_without_doubling(
+    spark, config, dirs, capsys
+):
+    landing, lake = dirs
+    generate(str(landing), events=400, customers=60, files=2, seed=12)
+    run_available_now(spark, config)
+    before = lake_snapshot(spark, config)
+
+    for flow in FLOWS:
+        checkpoint = Path(config.checkpoint(flow.name))
+        aside = checkpoint.with_name(f"{flow.name}.moved")
+        checkpoint.rename(aside)
+        with pytest.raises(PipelineError) as refused:
+            run_available_now(spark, config, (flow,))
+        message = str(refused.value)
+        assert message.startswith(f"stream '{flow.name}' has no checkpoint at {checkpoint}"), (
+            message
+        )
+        layer = flow.writes[0].split("/")[0]
+        assert f"medallion reset --lake {lake} --layer {layer} --table {flow.writes[0]}" in message
+        assert "\n" not in message
+        aside.rename(checkpoint)
+    assert lake_snapshot(spark, config) == before, "a refused start wrote something"
+
+    # The way out: reset what the lost checkpoint fed, then run; nothing is doubled.
+    shutil.rmtree(config.checkpoint("bronze_events"))
+    capsys.readouterr()
+    assert main(["run", "--landing", str(landing), "--lake", str(lake)]) == 1
+    assert "has no checkpoint at" in capsys.readouterr().err
+    reset = ["reset", "--lake", str(lake), "--layer", "bronze", "--table", "bronze/events", "--yes"]
+    assert main(reset) == 0
+    run_available_now(spark, config)
+    assert_lake_matches(spark, config, expected_from(landing))
+    assert_customers_match(spark, config, expected_customers(landing))
+
+
+def _lock_message(output: str, stream: str, pid: int) -> None:
+    assert f"stream '{stream}' is already being written by another run" in output, output
+    assert f"host {socket.gethostname()}, pid {pid}, since 20" in output, output
+
+
+@pytest.mark.slow
+def test_a_second_run_and_a_reset_are_refused_while_a_stream_runs_and_sigterm_to_the_group_stops_cleanly(
+    dirs, tmp_path
+):
+    landing, lake = dirs
+    generate(str(landing), events=600, customers=60, files=3, seed=13)
+    log = tmp_path / "stream.log"
+    stream = start_medallion(
+        "run", "--landing", str(landing), "--lake", str(lake), "--stream", "--interval", "1",
+        log_path=log,
+    )  # fmt: skip
+    try:
+        assert wait_until(
+            lambda: "starting gold_daily_revenue_by_country" in log.read_text(errors="replace"),
+            180,
+        ), log.read_text(errors="replace")[-3000:]
+        bronze_checkpoint = lake / "_checkpoints" / "bronze_events"
+        assert wait_until(lambda: (bronze_checkpoint / "commits" / "0").exists(), 120)
+
+        second = run_medallion("run", "--landing", str(landing), "--lake", str(lake))
+        assert second.returncode == 2, second.stderr[-2000:]
+        _lock_message(second.stderr, "bronze_events", stream.pid)
+        reset = run_medallion("reset", "--lake", str(lake), "--layer", "silver", "--yes")
+        assert reset.returncode == 2, reset.stderr[-2000:]
+        _lock_message(reset.stderr, "silver_events", stream.pid)
+        assert (lake / "silver" / "events" / "_delta_log").is_dir()
+
+        # SIGTERM to the whole process group, as systemd's KillMode=control-group sends it:
+        # the JVM ignores it, the driver stops its queries after their batches and exits 0.
+        os.killpg(stream.pid, signal.SIGTERM)
+        assert stream.wait(timeout=180) == 0, log.read_text(errors="replace")[-3000:]
+    finally:
+        if stream.poll() is None:
+            os.killpg(stream.pid, signal.SIGKILL)
+            stream.wait(timeout=60)
+    text = log.read_text(errors="replace")
+    assert "received SIGTERM: stopping after the batches in flight" in text
+    assert "Traceback" not in text and "ConnectionRefusedError" not in text
+    assert not list((lake / "_checkpoints" / "_locks").glob("*.lock")), "locks left behind"
+
+    # Now the other run goes ahead, and the lake is exact.
+    after = run_medallion("run", "--landing", str(landing), "--lake", str(lake))
+    assert after.returncode == 0, after.stderr[-3000:]
+    assert "bronze/events" in after.stdout

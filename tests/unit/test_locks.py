@@ -1,0 +1,93 @@
+"""Stream locks without Spark: refusal, release, and safe takeover of stale locks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from medallion.config import Config
+from medallion.locks import LEASE_SECONDS, LockHeld, StreamLocks, lock_holders, stream_locks
+
+
+@pytest.fixture
+def lake_config(tmp_path) -> Config:
+    return Config(landing=str(tmp_path / "landing"), lake=str(tmp_path / "lake"))
+
+
+def _plant(config: Config, stream: str, **holder: object) -> str:
+    folder = os.path.join(config.lake, "_checkpoints", "_locks")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{stream}.lock")
+    record = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started_at": "2026-11-23T10:00:00Z",
+    }
+    record |= {"command": "medallion run (stream)", "token": "planted", **holder}
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(record, handle)
+    return path
+
+
+def test_a_held_lock_refuses_a_second_writer_naming_the_holder_and_is_released(lake_config):
+    with stream_locks(lake_config, ["bronze_events", "silver_events"], "first") as first:
+        with pytest.raises(LockHeld) as refused:
+            StreamLocks(lake_config, ["silver_events"], "second").acquire()
+        message = str(refused.value)
+        assert "stream 'silver_events' is already being written by another run" in message
+        assert f"host {socket.gethostname()}, pid {os.getpid()}, since " in message
+        assert "(first)" in message
+        assert set(lock_holders(lake_config, ["bronze_events", "gold_x"])) == {"bronze_events"}
+        assert first.holder.token in Path(first.path("bronze_events")).read_text()
+    assert lock_holders(lake_config, ["bronze_events", "silver_events"]) == {}
+    # All or nothing: a refused acquire keeps none of the locks it took before the refusal.
+    with stream_locks(lake_config, ["silver_events"], "holder"):
+        with pytest.raises(LockHeld):
+            StreamLocks(lake_config, ["bronze_events", "silver_events"], "both").acquire()
+        assert set(lock_holders(lake_config, ["bronze_events"])) == set()
+
+
+def test_a_lock_of_a_dead_process_on_this_host_is_taken_over_at_once(lake_config):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _plant(lake_config, "bronze_events", pid=dead.pid)
+    with stream_locks(lake_config, ["bronze_events"], "new") as locks:
+        assert locks.holder.token in Path(locks.path("bronze_events")).read_text()
+
+
+def test_a_reused_pid_does_not_keep_a_lock_alive(lake_config):
+    _plant(lake_config, "bronze_events", pid=os.getpid(), process_start="1")
+    with stream_locks(lake_config, ["bronze_events"], "new"):
+        pass
+
+
+def test_another_hosts_lock_holds_until_its_heartbeat_is_older_than_the_lease(lake_config):
+    path = _plant(lake_config, "bronze_events", host="other-host", pid=4242)
+    with pytest.raises(LockHeld, match="host other-host, pid 4242"):
+        StreamLocks(lake_config, ["bronze_events"], "new").acquire()
+    old = time.time() - LEASE_SECONDS - 5
+    os.utime(path, (old, old))
+    with stream_locks(lake_config, ["bronze_events"], "new") as locks:
+        assert locks.holder.token in Path(path).read_text()
+
+
+def test_a_live_lock_is_waited_for_when_asked(lake_config):
+    holder = StreamLocks(lake_config, ["_setup"], "creating").acquire()
+    started = time.monotonic()
+    threading.Timer(0.5, holder.release).start()
+    with stream_locks(lake_config, ["_setup"], "waiting", wait_seconds=30):
+        assert time.monotonic() - started >= 0.4
+
+
+def test_no_lock_is_taken_on_remote_storage():
+    config = Config(landing="s3://bucket/landing", lake="s3://bucket/lake")
+    with stream_locks(config, ["bronze_events"], "remote") as locks:
+        assert locks.folder is None
