@@ -7,17 +7,18 @@ landed files alone.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 EVENT_TYPES = {"view", "add_to_cart", "purchase"}
 BLANK = re.compile(r"[ \t\n\x0b\f\r]*")
-TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
+TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})", re.ASCII)
+# A zone offset is at most 18 hours either way (Java's ZoneOffset), with minutes 00-59.
+MAX_OFFSET_MINUTES = 18 * 60
 FOUR_PLACES = Decimal("0.0001")
 
 
@@ -67,8 +68,14 @@ def plausible_timestamp(text: str) -> datetime | None:
 
 def parse_timestamp(text: str) -> datetime | None:
     """The UTC datetime of an ISO-8601 timestamp with a zone, else None."""
-    if not TIMESTAMP.fullmatch(text):
+    match = TIMESTAMP.fullmatch(text)
+    if not match:
         return None
+    zone = match.group(2)
+    if zone != "Z":
+        hours, minutes = int(zone[1:3]), int(zone[4:6])
+        if minutes > 59 or hours * 60 + minutes > MAX_OFFSET_MINUTES:
+            return None
     head, _, rest = text.partition(".")
     if rest:  # keep microseconds, as Spark does
         digits = re.match(r"\d+", rest).group(0)
@@ -104,9 +111,11 @@ def event_is_valid(line: str) -> dict | None:
         if isinstance(revenue, bool) or not isinstance(revenue, (int, Decimal)):
             return None
         revenue = Decimal(revenue)
-        if not revenue.is_finite() or revenue < 0 or math.isinf(float(revenue)):
+        if not revenue.is_finite() or revenue < 0:
             return None
-        if revenue.quantize(FOUR_PLACES) != revenue or revenue >= Decimal(10) ** 14:
+        # At most 14 integer digits (checked first: quantize and float cannot hold every larger
+        # number) and at most 4 decimals, whatever the notation (``1e2`` is 100.0000).
+        if revenue >= Decimal(10) ** 14 or revenue.quantize(FOUR_PLACES) != revenue:
             return None
         revenue = revenue.quantize(FOUR_PLACES)
     elif doc["event_type"] == "purchase":
@@ -183,14 +192,26 @@ CUSTOMER_STATE_FIELDS = (
 )
 
 
+def _json_number(text: str) -> Decimal | float:
+    """A JSON number with a fraction or an exponent, exactly. When its exponent is beyond what
+    Decimal holds: 0 if its digits are all zeros, else a float (inf or 0.0), which is no valid
+    money (far too large, or far too many decimals)."""
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        mantissa = re.split("[eE]", text)[0]
+        return Decimal(0) if not mantissa.strip("-0.") else float(text)
+
+
 def _strict_object(line: str):
     if "\ufffd" in line:  # bytes that were not UTF-8
         return None
     try:
         doc = json.loads(
-            line.lstrip("\ufeff"),
+            # One byte-order mark is ignored; a second one is not JSON.
+            line.removeprefix("\ufeff"),
             object_pairs_hook=_no_duplicates,
-            parse_float=Decimal,
+            parse_float=_json_number,
             parse_constant=_reject_constant,
         )
     except (ValueError, RecursionError):

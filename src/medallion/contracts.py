@@ -7,6 +7,7 @@ a missing field from an explicit ``null``, and an object from an array or a scal
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -14,11 +15,20 @@ from pyspark.sql import functions as F
 
 EVENT_TYPES = ("view", "add_to_cart", "purchase")
 
-# ISO-8601 with seconds, an optional fraction of any precision and a mandatory zone.
-TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"
+# Patterns end in ``\z`` (the very end of the text), never ``$``: Java's ``$`` also matches
+# before a final line terminator, so ``...Z$`` would accept ``"2026-11-20T10:00:00Z\n"``.
+
+# ISO-8601 with seconds, an optional fraction of any precision and a mandatory zone: ``Z`` or an
+# offset within -18:00..+18:00 (the range of Java's ZoneOffset), minutes 00-59.
+TIMESTAMP_PATTERN = (
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-](0\d|1[0-7]):[0-5]\d|[+-]18:00)\z"
+)
+
+# The same shape with any two-digit offset: matched but not valid means the offset is out of range.
+ANY_OFFSET_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?[+-]\d{2}:\d{2}\z"
 
 # A date-time that would be valid but for its missing zone: ambiguous, so invalid.
-NO_ZONE_PATTERN = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$"
+NO_ZONE_PATTERN = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?\z"
 
 # Timestamps outside this range are implausible for this data (and beyond what many readers of
 # the tables handle), so they are quarantined rather than given a window in year 9999.
@@ -32,7 +42,13 @@ REVENUE_TYPE = "decimal(18,4)"
 REVENUE_SUM_TYPE = "decimal(28,4)"
 
 # Java's \s, spelled out so that the plain-Python oracle in the tests can use the same class.
-BLANK_PATTERN = r"^[ \t\n\x0B\f\r]*$"
+BLANK_PATTERN = r"^[ \t\n\x0B\f\r]*\z"
+
+# JSON's whitespace (RFC 8259): what may come before and after the value of a line.
+JSON_WHITESPACE = " \t\r\n"
+
+# A JSON number as written (RFC 8259).
+JSON_NUMBER_PATTERN = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 
 
 @dataclass(frozen=True)
@@ -131,19 +147,59 @@ def is_blank(text: Column) -> Column:
     return text.rlike(BLANK_PATTERN)
 
 
-def revenue_amount(value: Column) -> Column:
-    """The revenue as DECIMAL(18,4) when it fits exactly, else NULL."""
-    return F.try_variant_get(value, "$", REVENUE_TYPE)
+def json_key_pattern(name: str) -> str:
+    """A Java regex for the JSON string ``name``, each character written as itself or as a
+    ``\\uXXXX`` escape (hex digits in either case), quotes included."""
+
+    def character(c: str) -> str:
+        code = "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{ord(c):04x}")
+        return f"(?:{re.escape(c)}|\\\\u{code})"
+
+    return '"' + "".join(character(c) for c in name) + '"'
 
 
-def revenue_is_exact(value: Column) -> Column:
-    """True when the JSON number fits DECIMAL(18,4) with no rounding."""
-    amount = revenue_amount(value)
-    as_double = F.try_variant_get(value, "$", "double")
-    is_decimal = F.schema_of_variant(value) != "DOUBLE"
-    exact_decimal = F.try_variant_get(value, "$", "decimal(38,18)") == amount.cast("decimal(38,18)")
-    exact_double = as_double == amount.cast("double")
-    return amount.isNotNull() & F.when(is_decimal, exact_decimal).otherwise(exact_double)
+def number_as_written(raw: Column, name: str) -> Column:
+    """The top-level JSON number ``name`` exactly as the line writes it (NULL if not found).
+
+    A number with an exponent or more than 38 digits is a DOUBLE in the VARIANT, which has lost
+    the digits a double cannot hold (``1.00000000000000001e0`` is 1.0). Here the line is parsed
+    again with every number that follows a ``"<name>":`` key (however its characters are
+    escaped) replaced by ``["<number>"]``, and the field's first element is the number's own
+    text; a value that was not replaced has no first element (NULL). Only numbers outside
+    strings are replaced: inside a JSON string, ``"<name>"`` cannot end in an unescaped quote
+    followed by a colon (a key ending in ``\\"<name>`` has its number replaced too, which
+    changes nothing here). Costly: only for values that are DOUBLE in the VARIANT (see
+    :func:`with_field_values`).
+    """
+    member = f"({json_key_pattern(name)}[ \\t\\r\\n]*:[ \\t\\r\\n]*)({JSON_NUMBER_PATTERN})"
+    quoted = F.regexp_replace(strip_bom(raw), member, '$1["$2"]')
+    return F.try_variant_get(F.try_parse_json(quoted), f"$.{name}[0]", "string")
+
+
+def money_value(number: Column) -> Column:
+    """A JSON number's text as DECIMAL(18,4) when it is exactly that, else NULL.
+
+    ``number`` is the number as written, or the VARIANT's exact text of a decimal or integer.
+    It has at most 4 decimals when, written as ``digits x 10^exponent`` without trailing zeros,
+    ``exponent >= -4``: ``1e2``, ``12.50`` and ``1.5e-3`` do, ``1.00000000000000001e0`` does
+    not. The text is only cast once it is known to have no more decimals, so nothing rounds;
+    more than 14 integer digits fail the cast (NULL).
+    """
+    lowered = F.lower(number)
+    mantissa = F.substring_index(lowered, "e", 1)
+    has_exponent = F.instr(lowered, "e") > 0
+    exponent = F.when(has_exponent, F.substring_index(lowered, "e", -1)).otherwise("0")
+    fraction = F.when(F.instr(mantissa, ".") > 0, F.substring_index(mantissa, ".", -1))
+    fraction = F.coalesce(fraction, F.lit(""))
+    digits = F.concat(F.ltrim(F.substring_index(mantissa, ".", 1), F.lit("-")), fraction)
+    significant = F.rtrim(digits, F.lit("0"))
+    trailing_zeros = F.length(digits) - F.length(significant)
+    # decimals = len(fraction) - exponent - trailing_zeros <= 4, without arithmetic on the
+    # exponent, which may be any size (an exponent beyond BIGINT is NULL: refused).
+    at_most_four = (F.length(fraction) - trailing_zeros - 4) <= exponent.try_cast("bigint")
+    return F.when(significant == "", F.lit(0).cast(REVENUE_TYPE)).when(
+        F.coalesce(at_most_four, F.lit(False)), number.try_cast(REVENUE_TYPE)
+    )
 
 
 def parse_event_timestamp(text: Column) -> Column:
@@ -171,17 +227,22 @@ def field_text(name: str) -> Column:
 
 def field_value(name: str) -> Column:
     """A field's typed value after :func:`with_field_values`: TIMESTAMP for a timestamp field
-    (NULL unless ISO-8601 with a zone), DECIMAL(18,4) for money, BIGINT for an integer, text
-    otherwise."""
+    (NULL unless ISO-8601 with a zone), DECIMAL(18,4) for money (NULL unless the number is
+    exactly that: see :func:`money_value`), BIGINT for an integer, text otherwise."""
     return F.col(_hidden("typed", name))
 
 
-def with_field_values(df: DataFrame, doc: Column, fields: tuple[FieldRule, ...]) -> DataFrame:
+def with_field_values(
+    df: DataFrame, doc: Column, fields: tuple[FieldRule, ...], raw: Column | None = None
+) -> DataFrame:
     """``df`` plus each field's JSON kind, text and typed value, extracted from ``doc`` once.
 
     :func:`record_reason`, :func:`field_text` and :func:`field_value` read these columns, whose
-    names start with ``__``; select the columns you need afterwards.
+    names start with ``__``; select the columns you need afterwards. ``raw`` is the line
+    (default: the ``_raw`` column), read again only for a money value that the VARIANT holds
+    as a double (see :func:`number_as_written`).
     """
+    raw = F.col("_raw") if raw is None else raw
     # Three projections, each reading the previous one's columns, so that each value is
     # computed once (Spark does not merge projections that would repeat costly expressions).
     values = df.select(
@@ -191,28 +252,38 @@ def with_field_values(df: DataFrame, doc: Column, fields: tuple[FieldRule, ...])
     for rule in fields:
         value = F.col(_hidden("value", rule.name))
         text = as_string(value)
+        schema = F.schema_of_variant(value)
         columns += [
-            F.schema_of_variant(value).alias(_hidden("schema", rule.name)),
+            schema.alias(_hidden("schema", rule.name)),
             text.alias(_hidden("text", rule.name)),
         ]
         if rule.kind == "timestamp":
             columns.append(parse_event_timestamp(text).alias(_hidden("typed", rule.name)))
         elif rule.kind == "money":
+            # The number's exact text: the VARIANT's for a decimal or an integer, the line's
+            # own for a double (an exponent or over 38 digits: the VARIANT rounded it).
+            written = F.when(schema == "DOUBLE", number_as_written(raw, rule.name)).when(
+                kind_of_schema(schema) == "number", text
+            )
             columns += [
-                revenue_amount(value).alias(_hidden("typed", rule.name)),
+                written.alias(_hidden("number", rule.name)),
                 F.try_variant_get(value, "$", "double").alias(_hidden("double", rule.name)),
-                revenue_is_exact(value).alias(_hidden("exact", rule.name)),
             ]
         elif rule.kind == "integer":
             columns.append(integer_value(value).alias(_hidden("typed", rule.name)))
         else:
             columns.append(text.alias(_hidden("typed", rule.name)))
     typed = values.select("*", *columns)
-    kinds = [
-        kind_of_schema(F.col(_hidden("schema", rule.name))).alias(_hidden("kind", rule.name))
-        for rule in fields
-    ]
-    return typed.select("*", *kinds)
+    derived: list[Column] = []
+    for rule in fields:
+        derived.append(
+            kind_of_schema(F.col(_hidden("schema", rule.name))).alias(_hidden("kind", rule.name))
+        )
+        if rule.kind == "money":
+            derived.append(
+                money_value(F.col(_hidden("number", rule.name))).alias(_hidden("typed", rule.name))
+            )
+    return typed.select("*", *derived)
 
 
 def _field_missing(name: str) -> Column:
@@ -248,10 +319,23 @@ def _field_checks(rule: FieldRule) -> list[Column]:
     if rule.kind == "timestamp":
         no_zone = text.rlike(NO_ZONE_PATTERN)
         parsed = field_value(rule.name)
+        # The patterns only run for a timestamp that did not parse (AND stops at the first false).
+        bad_offset = (
+            parsed.isNull() & text.rlike(ANY_OFFSET_PATTERN) & ~text.rlike(TIMESTAMP_PATTERN)
+        )
         checks.append(_check(well_typed & no_zone, f"{rule.name} has no time zone"))
         checks.append(
             _check(
-                well_typed & ~no_zone & parsed.isNull(),
+                well_typed & bad_offset,
+                F.concat(
+                    F.lit(f"{rule.name} has a zone offset outside -18:00..+18:00: "),
+                    F.substring(text, 1, 64),
+                ),
+            )
+        )
+        checks.append(
+            _check(
+                well_typed & ~no_zone & parsed.isNull() & ~bad_offset,
                 F.concat(
                     F.lit(f"{rule.name} is not an ISO-8601 timestamp with a zone: "),
                     F.substring(text, 1, 64),
@@ -286,7 +370,7 @@ def _field_checks(rule: FieldRule) -> list[Column]:
         )
         checks.append(
             _check(
-                well_typed & ~not_finite & (as_double >= 0) & ~F.col(_hidden("exact", rule.name)),
+                well_typed & ~not_finite & (as_double >= 0) & field_value(rule.name).isNull(),
                 f"{rule.name} does not fit {REVENUE_TYPE} (at most 14 integer and 4 decimal digits)",
             )
         )
@@ -313,7 +397,7 @@ def _structural_reason(raw: Column, doc: Column) -> Column:
         )
         .when(not_json, F.lit("malformed JSON: not parseable"))
         .when(
-            ~F.trim(strip_bom(raw)).startswith("{"),
+            ~F.ltrim(strip_bom(raw), F.lit(JSON_WHITESPACE)).startswith("{"),
             F.concat(F.lit("not a JSON object: got "), json_kind(doc)),
         )
     )

@@ -36,7 +36,28 @@ CASES: dict[str, list[tuple[bytes, str]]] = {
         (line("u8-2").replace(b'"p1"', b'"p\xc3\x281"'), "invalid UTF-8"),
         (line("u8-3", category="caf\u00e9"), "valid"),
     ],
-    "bom.json": [(b"\xef\xbb\xbf" + line("bom-1"), "valid"), (line("bom-2"), "valid")],
+    "bom.json": [
+        (b"\xef\xbb\xbf" + line("bom-1"), "valid"),
+        (line("bom-2"), "valid"),
+        # Only one byte-order mark is ignored; a second one is not JSON.
+        (b"\xef\xbb\xbf\xef\xbb\xbf" + line("bom-3"), "malformed JSON: not parseable"),
+        (b"\xef\xbb\xbf\t" + line("bom-4"), "valid"),
+    ],
+    # JSON whitespace (space, TAB, CR, LF) around the object is accepted like a space; other
+    # control characters are not. A line ending "\r\r" loses one "\r" (its CRLF ending); the
+    # other is JSON whitespace.
+    "json-whitespace.json": [
+        (b"\t" + line("ws-1"), "valid"),
+        (b"\r" + line("ws-2"), "valid"),
+        (b" \t\r " + line("ws-3") + b" \t", "valid"),
+        (line("ws-4") + b"\r\r", "valid"),
+        (line("ws-5", event_type="refund") + b"\r\r", "unknown event_type: refund"),
+        (b"\x0b" + line("ws-6"), "malformed JSON: not parseable"),
+        (b"\x0c" + line("ws-7"), "malformed JSON: not parseable"),
+        (b"\t[1, 2]", "not a JSON object: got array"),
+        # U+0085 (NEL) is a line terminator to Java's "$", yet neither blank nor JSON.
+        (b"\xc2\x85", "malformed JSON: not parseable"),
+    ],
     "truncated.json": [
         (line("tr-1")[:40], "malformed JSON: not parseable"),
         (line("tr-2")[:-1], "malformed JSON: not parseable"),
@@ -77,6 +98,28 @@ CASES: dict[str, list[tuple[bytes, str]]] = {
         (line("ns-3", revenue=12.5), "valid"),
         (line("ns-4", event_type="view", revenue=...), "valid"),
     ],
+    # Money is DECIMAL(18,4) and never rounded, whatever the notation: a number with an exponent
+    # is read from its own digits, not from the double the VARIANT keeps.
+    "exponent-revenue.json": [
+        (
+            line("ex-1").replace(b"1.25", b"1.00000000000000001e0"),
+            "revenue does not fit decimal(18,4)",
+        ),
+        (line("ex-2").replace(b"1.25", b"1e2"), "valid"),
+        (line("ex-3").replace(b"1.25", b"1.5e1"), "valid"),
+        (line("ex-4").replace(b"1.25", b"12.50"), "valid"),
+        (line("ex-5").replace(b"1.25", b"0"), "valid"),
+        (line("ex-6").replace(b"1.25", b"1.23456789012345678e13"), "valid"),
+        (
+            line("ex-7").replace(b"1.25", b"1.0000000000000000000001"),
+            "revenue does not fit decimal(18,4)",
+        ),
+        (line("ex-8").replace(b"1.25", b"1e14"), "revenue does not fit decimal(18,4)"),
+        (
+            line("ex-9").replace(b'"revenue": 1.25', b'"rev\\u0065nue": 1.00000000000000001e0'),
+            "revenue does not fit decimal(18,4)",
+        ),
+    ],
     "nan-infinity.json": [
         (line("nan-1")[:-1].replace(b"1.25", b"NaN") + b"}", "malformed JSON: not parseable"),
         (line("nan-2").replace(b"1.25", b"Infinity"), "malformed JSON: not parseable"),
@@ -93,6 +136,36 @@ CASES: dict[str, list[tuple[bytes, str]]] = {
         (line("nz-5", event_timestamp="2026-11-20"), "not an ISO-8601 timestamp with a zone"),
         (line("nz-6", event_timestamp="20/11/2026 13:45"), "not an ISO-8601 timestamp with a zone"),
         (line("nz-7", event_timestamp="2026-11-20T13:45:12.123456789+05:30"), "valid"),
+    ],
+    # Strict ISO-8601: nothing after the zone, not even a line terminator (JSON-escaped inside
+    # the string), and zone offsets within -18:00..+18:00 (Java's ZoneOffset).
+    "strict-timestamps.json": [
+        (
+            line("st-1", event_timestamp="2026-11-20T10:00:00Z\n"),
+            "event_timestamp is not an ISO-8601 timestamp with a zone",
+        ),
+        (
+            line("st-2", event_timestamp="2026-11-20T10:00:00Z\r"),
+            "event_timestamp is not an ISO-8601 timestamp with a zone",
+        ),
+        (
+            line("st-3", event_timestamp="2026-11-20T10:00:00Z\r\n"),
+            "event_timestamp is not an ISO-8601 timestamp with a zone",
+        ),
+        (
+            line("st-4", event_timestamp="2026-11-20T10:00:00+19:00"),
+            "event_timestamp has a zone offset outside -18:00..+18:00",
+        ),
+        (
+            line("st-5", event_timestamp="2026-11-20T10:00:00-19:00"),
+            "event_timestamp has a zone offset outside -18:00..+18:00",
+        ),
+        (
+            line("st-6", event_timestamp="2026-11-20T10:00:00+05:60"),
+            "event_timestamp has a zone offset outside -18:00..+18:00",
+        ),
+        (line("st-7", event_timestamp="2026-11-20T10:00:00+18:00"), "valid"),
+        (line("st-8", event_timestamp="2026-11-20T10:00:00-18:00"), "valid"),
     ],
     "far-timestamps.json": [
         (line("far-1", event_timestamp="0001-01-01T00:00:00Z"), "event_timestamp is out of range"),

@@ -14,6 +14,7 @@ from medallion.contracts import (
     parse_json_line,
     with_field_values,
 )
+from medallion.transforms.bronze import arrival_order, kafka_position_columns
 
 STATE_COLUMNS = ("customer_id", "name", "email", "country", "segment", "sequence_num", "updated_at")
 CHANGE_COLUMNS = (*STATE_COLUMNS, "operation", "_ingested_at", "_source_file")
@@ -49,12 +50,17 @@ def validate_changes(bronze: DataFrame) -> DataFrame:
         "_raw",
         "_source_file",
         "_ingested_at",
+        *kafka_position_columns(bronze),
     )
 
 
 def valid_changes(validated: DataFrame) -> DataFrame:
-    """The valid rows of :func:`validate_changes`, as change records."""
-    return validated.where(F.col("reason").isNull()).select(*CHANGE_COLUMNS)
+    """The valid rows of :func:`validate_changes`, as change records (plus the Kafka position
+    columns when there are any: :func:`latest_change_per_customer` orders by them and drops
+    them)."""
+    return validated.where(F.col("reason").isNull()).select(
+        *CHANGE_COLUMNS, *kafka_position_columns(validated)
+    )
 
 
 def quarantined_changes(validated: DataFrame) -> DataFrame:
@@ -63,15 +69,17 @@ def quarantined_changes(validated: DataFrame) -> DataFrame:
 
 
 def latest_change_per_customer(changes: DataFrame) -> DataFrame:
-    """One change per customer: the one with the highest ``sequence_num``.
+    """One change per customer: the one with the highest ``sequence_num`` (on a tie of
+    :func:`change_order_sql`, the first to arrive: see ``arrival_order``).
 
     A MERGE fails when several source rows match one target row, so every batch goes through
     this first.
     """
     newest = Window.partitionBy("customer_id").orderBy(
-        F.expr(change_order_sql()).desc(), F.col("_ingested_at").asc(), F.col("_source_file").asc()
+        F.expr(change_order_sql()).desc(), *arrival_order(changes)
     )
-    return changes.withColumn("_rank", F.row_number().over(newest)).where("_rank = 1").drop("_rank")
+    ranked = changes.withColumn("_rank", F.row_number().over(newest)).where("_rank = 1")
+    return ranked.drop("_rank", *kafka_position_columns(changes))
 
 
 def newer_than_tombstones(changes: DataFrame, tombstones: DataFrame) -> DataFrame:

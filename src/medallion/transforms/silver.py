@@ -18,6 +18,7 @@ from medallion.contracts import (
     parse_json_line,
     with_field_values,
 )
+from medallion.transforms.bronze import arrival_order, kafka_position_columns
 
 SILVER_EVENT_COLUMNS = (
     "event_id",
@@ -39,11 +40,12 @@ def validate_events(bronze: DataFrame, extra_columns: Sequence[str] = ()) -> Dat
     """Bronze rows plus ``reason`` (NULL for a valid event) and the typed silver columns.
 
     ``extra_columns`` are more top-level input fields, taken from ``_raw`` as text (NULL when
-    absent): the opt-in way to carry a new input field into silver (docs/operations.md).
+    absent): the opt-in way to carry a new input field into silver (docs/operations.md). The
+    Kafka position columns of bronze, when it has them, are kept for :func:`deduplicate_events`.
     """
     doc = F.col("_doc")
     with_doc = bronze.withColumn("_doc", parse_json_line(F.col("_raw")))
-    fields = with_field_values(with_doc, doc, EVENT_FIELDS)
+    fields = with_field_values(with_doc, doc, EVENT_FIELDS, F.col("_raw"))
     timestamp = field_value("event_timestamp")
     return fields.select(
         event_reason(F.col("_raw"), doc).alias("reason"),
@@ -58,12 +60,17 @@ def validate_events(bronze: DataFrame, extra_columns: Sequence[str] = ()) -> Dat
         "_source_file",
         "_ingested_at",
         *[as_string(json_field(doc, name)).alias(name) for name in extra_columns],
+        *kafka_position_columns(bronze),
     )
 
 
 def valid_events(validated: DataFrame, extra_columns: Sequence[str] = ()) -> DataFrame:
-    """The valid rows of :func:`validate_events`, in silver's columns (then ``extra_columns``)."""
-    return validated.where(F.col("reason").isNull()).select(*SILVER_EVENT_COLUMNS, *extra_columns)
+    """The valid rows of :func:`validate_events`, in silver's columns (then ``extra_columns``),
+    plus the Kafka position columns when there are any: :func:`deduplicate_events` orders by
+    them and drops them."""
+    return validated.where(F.col("reason").isNull()).select(
+        *SILVER_EVENT_COLUMNS, *extra_columns, *kafka_position_columns(validated)
+    )
 
 
 def quarantined_events(validated: DataFrame) -> DataFrame:
@@ -72,8 +79,13 @@ def quarantined_events(validated: DataFrame) -> DataFrame:
 
 
 def deduplicate_events(events: DataFrame) -> DataFrame:
-    """One row per ``event_id``: the first to arrive (then by file and content, for determinism)."""
-    first = Window.partitionBy("event_id").orderBy(
-        "_ingested_at", "_source_file", "event_timestamp", "event_type", "user_id", "product_id"
-    )
-    return events.withColumn("_rank", F.row_number().over(first)).where("_rank = 1").drop("_rank")
+    """One row per ``event_id``: the first to arrive (see :func:`arrival_order`: a Kafka record
+    by partition and offset as numbers, a line by its file), then by content, for determinism.
+
+    The Kafka position columns, if ``events`` has them, are dropped: the result has silver's
+    columns (and any extra ones).
+    """
+    content = ("event_timestamp", "event_type", "user_id", "product_id")
+    first = Window.partitionBy("event_id").orderBy(*arrival_order(events), *content)
+    ranked = events.withColumn("_rank", F.row_number().over(first)).where("_rank = 1")
+    return ranked.drop("_rank", *kafka_position_columns(events))

@@ -1,0 +1,99 @@
+"""The first-arrival tie-break of silver, in batch: Kafka records by partition and offset as
+numbers, not by the text of their ``kafka://<topic>/<partition>/<offset>`` address."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql import functions as F
+
+from medallion.contracts import CUSTOMER_FIELDS
+from medallion.transforms.bronze import to_bronze
+from medallion.transforms.customers import (
+    CHANGE_COLUMNS,
+    latest_change_per_customer,
+    valid_changes,
+    validate_changes,
+)
+from medallion.transforms.silver import (
+    SILVER_EVENT_COLUMNS,
+    deduplicate_events,
+    valid_events,
+    validate_events,
+)
+
+# What the Kafka source gives bronze (medallion.streams.sources.kafka_lines), one micro-batch.
+KAFKA_LINES = (
+    "value string, _source_file string, _ingested_at timestamp, _kafka_topic string, "
+    "_kafka_partition int, _kafka_offset bigint, _kafka_timestamp timestamp"
+)
+BATCH_TIME = dt.datetime(2026, 11, 20, 12, 0)
+
+
+def kafka_lines(spark, records: list[tuple[str, int, int]]):
+    """Lines as the Kafka source reads them: (value, partition, offset) on topic ``t``."""
+    rows = [
+        (value, f"kafka://t/{partition}/{offset}", BATCH_TIME, "t", partition, offset, BATCH_TIME)
+        for value, partition, offset in records
+    ]
+    return spark.createDataFrame(rows, KAFKA_LINES)
+
+
+def event(event_id: str, user_id: str) -> str:
+    return (
+        f'{{"event_id": "{event_id}", "event_type": "view", "user_id": "{user_id}", '
+        '"product_id": "p1", "event_timestamp": "2026-11-20T10:00:00Z"}'
+    )
+
+
+def silver_rows(bronze):
+    """What ``silver_events_batch`` MERGEs for one micro-batch of bronze."""
+    return deduplicate_events(valid_events(validate_events(bronze)))
+
+
+def test_offset_9_beats_offset_10_of_the_same_partition_in_one_batch(spark):
+    lines = kafka_lines(
+        spark,
+        [
+            (event("e1", "from-offset-10"), 0, 10),
+            (event("e1", "from-offset-9"), 0, 9),
+            # Partition 2 before partition 10, although "kafka://t/10/..." < "kafka://t/2/...".
+            (event("e2", "from-partition-10"), 10, 1),
+            (event("e2", "from-partition-2"), 2, 5),
+        ],
+    )
+    silver = silver_rows(to_bronze(lines))
+    got = {row.event_id: (row.user_id, row._source_file) for row in silver.collect()}
+    assert got == {
+        "e1": ("from-offset-9", "kafka://t/0/9"),
+        "e2": ("from-partition-2", "kafka://t/2/5"),
+    }
+    # The positions only order the batch: silver's columns are unchanged.
+    assert tuple(silver.columns) == SILVER_EVENT_COLUMNS
+
+
+def test_lines_from_files_are_still_ordered_by_file(spark):
+    df = spark.createDataFrame(
+        [(event("e1", "from-b"), "b.json"), (event("e1", "from-a"), "a.json")],
+        "value string, _source_file string",
+    ).withColumn("_ingested_at", F.lit(BATCH_TIME))
+    silver = silver_rows(to_bronze(df))
+    assert [(row.user_id, row._source_file) for row in silver.collect()] == [("from-a", "a.json")]
+    assert tuple(silver.columns) == SILVER_EVENT_COLUMNS
+
+
+def test_a_tied_customer_change_is_taken_from_the_lower_offset(spark):
+    def change(name: str) -> str:
+        return (
+            f'{{"customer_id": "c1", "name": "{name}", "operation": "UPDATE", "sequence_num": 7, '
+            '"updated_at": "2026-11-20T10:00:00Z"}'
+        )
+
+    lines = kafka_lines(spark, [(change("from-offset-10"), 0, 10), (change("from-offset-9"), 0, 9)])
+    newest = latest_change_per_customer(
+        valid_changes(validate_changes(to_bronze(lines, CUSTOMER_FIELDS)))
+    )
+    assert [(row.name, row._source_file) for row in newest.collect()] == [
+        ("from-offset-9", "kafka://t/0/9")
+    ]
+    assert tuple(newest.columns) == CHANGE_COLUMNS
