@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
 import time
 from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import psutil
@@ -86,8 +88,6 @@ def _gold_diff(ours: dict, theirs: dict | None) -> dict | None:
     """Per total, theirs minus ours (only the totals that differ); None when they match."""
     if not theirs:
         return {"error": "no gold totals"}
-    from decimal import Decimal
-
     diff = {}
     for key, value in ours.items():
         other = theirs.get(key)
@@ -102,8 +102,6 @@ def _gold_diff(ours: dict, theirs: dict | None) -> dict | None:
 
 def _scaling_exponent(points: list[tuple[int, float]]) -> float | None:
     """The slope of log(time) against log(events), least squares: 1.0 is linear."""
-    import math
-
     if len(points) < 2:
         return None
     xs = [math.log(n) for n, _ in points]

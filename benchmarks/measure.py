@@ -17,10 +17,10 @@ from pathlib import Path
 
 import psutil
 import pyarrow.parquet as pq
+from peers.common import RESULT_PREFIX
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-RESULT_PREFIX = "BENCH_RESULT "
 
 
 @dataclass
@@ -146,11 +146,6 @@ def kill_tree(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
     """Signal a child started with ``start_new_session=True`` and everything it started."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, sig)
-
-
-def emit(result: dict) -> None:
-    """Print a child's result as the one line :func:`run_child` looks for."""
-    print(RESULT_PREFIX + json.dumps(result, default=str), flush=True)
 
 
 # --- when did landed files become visible? -------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from peers.common import emit, fresh_workdir, gold_totals, parse_args
+from peers.common import finish, fresh_workdir, gold_totals, parse_args
 
 from medallion.config import Config
 from medallion.session import get_spark
@@ -30,7 +30,7 @@ def main() -> None:
     report = run_available_now(spark, config)
     wall_s = time.monotonic() - started
 
-    emit(
+    finish(
         {
             "peer": "medallion",
             "session_s": round(session_s, 2),

@@ -127,10 +127,12 @@ def main() -> None:
         result = run(args.mode, args.batches, args.events_per_batch, Path(folder))
     text = json.dumps(result, indent=2)
     print(text)
-    print("BENCH_RESULT " + json.dumps(result), flush=True)  # the line benchmarks/bench.py reads
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
+    from peers.common import finish
+
+    finish(result)  # the line benchmarks/bench.py reads
 
 
 if __name__ == "__main__":

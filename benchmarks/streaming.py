@@ -97,6 +97,13 @@ def _wait_visible(lake: str, names: dict[str, float], layer: str, timeout: float
     return False
 
 
+def _warm_up(lake: str, feeder: Feeder) -> None:
+    """Land one file and wait until it is in gold: then every stream of the run is up."""
+    warmup = feeder.land_one()
+    if not _wait_visible(lake, {warmup: 0.0}, "gold", timeout=300):
+        raise RuntimeError(f"the stream never made its first file visible in {lake}")
+
+
 def _stop_stream(process: subprocess.Popen, timeout: float = 90) -> int:
     process.send_signal(signal.SIGTERM)
     try:
@@ -135,9 +142,7 @@ def measure_latency(
     feeder = Feeder(landing, events_per_file, 1.0, faults)
     with TreeSampler(process.pid) as sampler:
         try:
-            warmup = feeder.land_one()  # the run is up once its first file reached gold
-            if not _wait_visible(lake, {warmup: 0.0}, "gold", timeout=300):
-                raise RuntimeError(f"the stream never made its first file visible; {workdir}")
+            _warm_up(lake, feeder)
             warm = dict(feeder.landed)
             feeder.start()
             time.sleep(seconds)
@@ -184,9 +189,7 @@ def measure_recovery(
     process = _start_stream(landing, lake, log, None)
     feeder = Feeder(landing, events_per_file, 1.0, faults)
     try:
-        warmup = feeder.land_one()
-        if not _wait_visible(lake, {warmup: 0.0}, "gold", timeout=300):
-            raise RuntimeError(f"the stream never made its first file visible; {workdir}")
+        _warm_up(lake, feeder)
         feeder.start()
         time.sleep(steady_seconds)
         kill_tree(process)  # the Python driver and its JVM, mid-flight

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from common import emit, fresh_workdir, parse_args, session
+from common import finish, fresh_workdir, parse_args, session
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -48,7 +48,7 @@ def main() -> None:
     write_bronze(spark, args.landing, table)
     wall_s = time.monotonic() - started
 
-    emit(
+    finish(
         {
             "peer": "batch_ceiling",
             "session_s": round(session_s, 2),
@@ -57,7 +57,6 @@ def main() -> None:
             "bronze_rows": spark.read.format("delta").load(table).count(),
         }
     )
-    spark.stop()
 
 
 if __name__ == "__main__":

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import sys
 from decimal import Decimal
 from pathlib import Path
+from typing import NoReturn
 
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -14,6 +17,8 @@ from pyspark.sql import SparkSession
 from medallion.session import local_builder
 
 METRIC_COLUMNS = ("views", "add_to_carts", "purchases", "unique_users")
+# The line every benchmark child prints last, and benchmarks/measure.py looks for.
+RESULT_PREFIX = "BENCH_RESULT "
 
 
 def parse_args(description: str | None = None) -> argparse.Namespace:
@@ -58,6 +63,14 @@ def gold_totals(path: str) -> dict:
     return totals
 
 
-def emit(result: dict) -> None:
-    """Print the one final stdout line the benchmark harness reads: ``BENCH_RESULT {json}``."""
-    print("BENCH_RESULT " + json.dumps(result, sort_keys=True), flush=True)
+def finish(result: dict) -> NoReturn:
+    """Print the one final stdout line the benchmark harness reads, ``BENCH_RESULT {json}``,
+    and end the process at once.
+
+    Python's teardown is skipped: after a read with ``deltalake`` its native threads sometimes
+    abort it ("terminate called without an active exception", exit 134) once the result is
+    out. The JVM of a local session exits with this process.
+    """
+    print(RESULT_PREFIX + json.dumps(result, sort_keys=True, default=str), flush=True)
+    sys.stderr.flush()
+    os._exit(0)

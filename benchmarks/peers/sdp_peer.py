@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import re
 import shlex
@@ -27,7 +26,6 @@ import sys
 import threading
 import time
 from datetime import datetime
-from decimal import Decimal
 from pathlib import Path
 
 import yaml
@@ -37,6 +35,8 @@ PROJECT = Path(__file__).resolve().parent / "sdp"
 VENV_BIN = REPO / ".venv" / "bin"
 
 sys.path.insert(0, str(REPO / "src"))  # medallion, when not run from the project's venv
+from common import finish, gold_totals  # noqa: E402
+
 from medallion.session import DELTA_MAVEN_PACKAGE, LOCAL_SPARK_CONF  # noqa: E402
 
 MASTER = "local[2]"
@@ -47,7 +47,6 @@ TABLES = {
     "silver": "silver_events",
     "gold": "gold_hourly_product_metrics",
 }
-GOLD_SUMS = ("views", "add_to_carts", "purchases", "unique_users")
 
 # "2026-11-21 18:40:01: Flow spark_catalog.default.bronze_events is RUNNING." (UTC, seconds)
 EVENT_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d): (.*)$")
@@ -260,23 +259,15 @@ def read_results(workdir: Path) -> dict:
     def rows(name: str) -> int:
         return DeltaTable(str(table_path(workdir, name))).to_pyarrow_table(columns=[]).num_rows
 
-    gold = DeltaTable(str(table_path(workdir, TABLES["gold"]))).to_pyarrow_table(
-        columns=[*GOLD_SUMS, "revenue"]
-    )
-    totals = {c: sum(v for v in gold.column(c).to_pylist() if v is not None) for c in GOLD_SUMS}
-    revenue = sum((v for v in gold.column("revenue").to_pylist() if v is not None), Decimal(0))
     return {
         "silver_rows": rows(TABLES["silver"]),
         "bronze_rows": rows(TABLES["bronze"]),
-        "gold": {
-            "rows": gold.num_rows,
-            **{c: int(v) for c, v in totals.items()},
-            "revenue": str(revenue),
-        },
+        "gold": gold_totals(str(table_path(workdir, TABLES["gold"]))),
     }
 
 
 def main() -> int:
+    """Run the pipeline; ends the process with the result, or returns the failed exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--landing", required=True, type=Path, help="medallion's landing folder")
     parser.add_argument("--workdir", required=True, type=Path, help="folder for spec and tables")
@@ -312,14 +303,8 @@ def main() -> int:
             f"{event_seconds(lines)}s (1s resolution)"
         ),
     }
-    print("BENCH_RESULT " + json.dumps(result), flush=True)
-    return 0
+    finish(result)
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip the interpreter's teardown: Arrow threads left by deltalake's reads sometimes abort
-    # it ("terminate called without an active exception", exit 134) after the result is out.
-    os._exit(code)
+    sys.exit(main())  # a completed run ends in finish()

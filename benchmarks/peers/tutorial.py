@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from common import emit, fresh_workdir, gold_totals, parse_args, session
+from common import finish, fresh_workdir, gold_totals, parse_args, session
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
@@ -109,7 +109,7 @@ def main() -> None:
     }
     wall_s = time.monotonic() - started
 
-    emit(
+    finish(
         {
             "peer": "tutorial",
             "session_s": round(session_s, 2),
@@ -120,7 +120,6 @@ def main() -> None:
             "gold": gold_totals(tables["gold"]),
         }
     )
-    spark.stop()
 
 
 if __name__ == "__main__":
