@@ -48,6 +48,23 @@ def quote_identifier(*parts: str) -> str:
     return ".".join(f"`{validate_identifier(p)}`" for p in parts)
 
 
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal: quoted, backslashes and quotes escaped.
+
+    >>> print(sql_string("/lake/it's\\here"))
+    '/lake/it\\'s\\\\here'
+    """
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quote_path(path: str) -> str:
+    """``path`` as a backtick-quoted SQL identifier (``delta.`<path>```): backticks doubled."""
+    return "`" + path.replace("`", "``") + "`"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def normalize_path(path: str) -> str:
     """A path without ``.``/``..`` segments or a trailing slash; URIs (``s3://``) keep their scheme."""
     scheme, sep, rest = path.partition("://")
@@ -85,7 +102,7 @@ class TableRef:
     def sql_name(self) -> str:
         """A SQL reference to the table: ``delta.`path``` locally, the catalog name otherwise."""
         if self.path is not None:
-            return f"delta.`{self.path}`"
+            return f"delta.{quote_path(self.path)}"
         return self.qualified_name
 
 
@@ -121,6 +138,14 @@ class DeltaSourceOptions:
         return options
 
 
+# Every source reads a bounded amount per micro-batch unless told otherwise, so a first run over a
+# huge backlog takes several batches that fit the default 2 GB driver, instead of one batch
+# that runs out of memory and, replaying the same recorded offsets, runs out again on every
+# restart. Delta sources and Auto Loader already stop at 1,000 files a batch by default.
+DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER = 1 << 30  # 1 GiB; the file source takes plain bytes
+DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER = 1_000_000
+
+
 @dataclass(frozen=True)
 class KafkaSourceOptions:
     """Where and how the Kafka source reads (``source="kafka"``); see docs/kafka.md.
@@ -138,6 +163,7 @@ class KafkaSourceOptions:
     # Where a new checkpoint starts: earliest, latest or Spark's JSON {"topic": {"0": 42}}.
     # An existing checkpoint always resumes from the offsets it recorded.
     starting_offsets: str = "earliest"
+    # Records per micro-batch (all partitions together); None means the default bound.
     max_offsets_per_trigger: int | None = None
     secret_scope: str | None = None
 
@@ -229,7 +255,10 @@ class Config:
     # Where bronze reads from: landing files, or Kafka topics (``kafka`` holds the options).
     source: SourceKind = "files"
     kafka: KafkaSourceOptions = field(default_factory=KafkaSourceOptions)
+    # Landing files per micro-batch; without it, batches stop at about
+    # ``landing_max_bytes_per_trigger`` (Spark takes one bound or the other, not both).
     max_files_per_trigger: int | None = None
+    landing_max_bytes_per_trigger: int = DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER
     delta_source: DeltaSourceOptions = field(default_factory=DeltaSourceOptions)
     # Per-stream overrides of ``delta_source``, keyed by stream (query) name.
     delta_source_overrides: dict[str, DeltaSourceOptions] = field(default_factory=dict)
@@ -247,12 +276,18 @@ class Config:
         if self.catalog is not None:
             validate_identifier(self.catalog, "catalog")
         validate_identifier(self.schema, "schema")
-        for key in ("landing", "lake"):
+        for key in ("landing", "lake", "checkpoint_root"):
             value = getattr(self, key)
+            if key == "checkpoint_root" and value is None:
+                continue
             if not value or not isinstance(value, str):
                 raise ConfigError(f"{key} must be a non-empty path")
+            if _CONTROL.search(value):
+                raise ConfigError(f"{key} {value!r} holds a control character")
         object.__setattr__(self, "landing", normalize_path(self.landing))
         object.__setattr__(self, "lake", normalize_path(self.lake))
+        if self.landing_max_bytes_per_trigger <= 0:
+            raise ConfigError("the landing bytes per micro-batch must be positive")
         if self.trigger_interval_seconds <= 0:
             raise ConfigError("the trigger interval must be positive")
         if self.source not in ("files", "kafka"):

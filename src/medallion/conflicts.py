@@ -35,6 +35,25 @@ _CONFLICTS = (
 )
 
 
+# A concurrent commit changed the table's metadata (``ALTER TABLE ... SET TBLPROPERTIES``, a
+# new column) or protocol under a write. The write is not retried in place: the stream's query
+# is restarted, so its batch is replayed from the checkpoint, schema check included.
+_METADATA_CHANGES = (
+    "DELTA_METADATA_CHANGED",
+    "DELTA_PROTOCOL_CHANGED",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+)
+
+
+def is_concurrent_metadata_change(error: BaseException | None) -> bool:
+    """True when a write failed because a concurrent commit changed metadata or protocol."""
+    if error is None:
+        return False
+    text = f"{type(error).__name__}: {getattr(error, 'desc', '') or error}"
+    return any(marker in text for marker in _METADATA_CHANGES)
+
+
 def is_write_conflict(error: BaseException) -> bool:
     """True when ``error`` is one of Delta's retryable concurrent-write conflicts."""
     text = f"{type(error).__name__}: {getattr(error, 'desc', '') or error}"

@@ -52,7 +52,7 @@ class Holder:
     pid: int
     started_at: str
     command: str
-    token: str
+    run_id: str
     process_start: str | None = None
 
     def describe(self) -> str:
@@ -153,7 +153,7 @@ class StreamLocks:
             .isoformat(timespec="seconds")
             .replace("+00:00", "Z"),
             command=command,
-            token=uuid.uuid4().hex,
+            run_id=uuid.uuid4().hex,
             process_start=_process_start(pid),
         )
         self._held: list[str] = []
@@ -226,7 +226,7 @@ class StreamLocks:
             self._heartbeat.join(timeout=5)
         for path in self._held:
             holder, _ = _read(path)
-            if holder is not None and holder.token == self.holder.token:
+            if holder is not None and holder.run_id == self.holder.run_id:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(path)
         self._held.clear()

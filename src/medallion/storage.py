@@ -51,6 +51,28 @@ def list_names(spark: SparkSession, folder: str) -> list[str] | None:
         return None
 
 
+def read_text(spark: SparkSession, path: str) -> str:
+    """A small file's text: directly, through Hadoop's file system, or (Spark Connect) Spark.
+
+    Not ``spark.read.text`` first: it globs the path, and a ``\\`` or ``[`` in a folder name
+    would be taken for a pattern.
+    """
+    local = local_path(path)
+    if local is not None:
+        with open(local, encoding="utf-8") as handle:
+            return handle.read()
+    try:
+        fs, hadoop_path = _hadoop_fs(spark, path)
+    except Exception:  # noqa: BLE001 - Spark Connect: no JVM, read through Spark
+        return "\n".join(row.value for row in spark.read.text(path).collect())
+    stream = fs.open(hadoop_path)
+    try:
+        jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+
+
 def delete_folder(spark: SparkSession, path: str) -> None:
     """Delete a folder and everything in it (nothing happens when it does not exist)."""
     local = local_path(path)

@@ -10,7 +10,7 @@ from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.config import Config, TableRef, quote_identifier
+from medallion.config import Config, TableRef, quote_identifier, sql_string
 from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
 from medallion.storage import delete_folder, list_names
@@ -242,9 +242,9 @@ def register_tables(spark: SparkSession, config: Config) -> None:
         if table.path is None or registered.get(table.qualified_name) == table.path:
             return
         if table_exists(spark, table):
-            location = table.path.replace("'", "\\'")
             spark.sql(f"DROP TABLE IF EXISTS {table.qualified_name}")
-            spark.sql(f"CREATE TABLE {table.qualified_name} USING DELTA LOCATION '{location}'")
+            location = sql_string(table.path)
+            spark.sql(f"CREATE TABLE {table.qualified_name} USING DELTA LOCATION {location}")
             registered[table.qualified_name] = table.path
 
     in_parallel(register, config.tables(), "register")

@@ -4,10 +4,12 @@ times, a lost checkpoint, two runs at once, a reset during a stream, SIGTERM to 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -17,8 +19,10 @@ from oracle import expected_customers, expected_from
 from processes import run_medallion, start_medallion, wait_until
 
 from medallion.cli import main
+from medallion.config import Config, DeltaSourceOptions
 from medallion.generate import generate, write_file_atomically
 from medallion.ops.monitor import read_progress
+from medallion.ops.status import lake_status, render_status
 from medallion.streams.flows import FLOWS
 from medallion.streams.runner import PipelineError, run_available_now
 from medallion.tables import read_table, table_exists
@@ -46,6 +50,15 @@ def _land(landing: Path, name: str, lines: list[str], mtime: float | None = None
 
 def _bronze_ids(spark, config) -> set[str]:
     return {r.event_id for r in read_table(spark, config.table("bronze/events")).collect()}
+
+
+def test_a_lake_path_with_a_backslash_a_backtick_a_quote_and_a_semicolon_works(spark, tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "la`ke;x\\y'z"
+    generate(str(landing), events=200, customers=30, files=1, seed=10)
+    config = Config(landing=str(landing), lake=str(lake))
+    run_available_now(spark, config)
+    assert_lake_matches(spark, config, expected_from(landing))
+    assert spark.table("medallion.silver_events").count() == len(expected_from(landing).silver)
 
 
 def test_a_table_creation_cut_short_by_a_kill_is_created_again(spark, config, dirs):
@@ -79,6 +92,95 @@ def test_files_landing_with_old_or_far_future_times_are_all_ingested(spark, conf
     run_available_now(spark, config)
 
     assert _bronze_ids(spark, config) == {"a1", "old1", "old2", "future1", "next1", "epoch1"}
+    assert_lake_matches(spark, config, expected_from(landing))
+
+
+def test_a_landing_file_replaced_under_its_name_is_refused_and_shown_until_landed_anew(
+    spark, config, dirs
+):
+    landing, _ = dirs
+    name = "events-2026-11-20.json"
+    path = landing / "events" / name
+    _land(landing, name, [_event("r1"), _event("r2")])
+    run_available_now(spark, config)
+    first_mtime = path.stat().st_mtime
+
+    # The producer writes the same name again (one event re-sent, one new), keeping the old
+    # modification time as `cp -p` would: the size gives it away.
+    _land(landing, name, [_event("r2"), _event("r3"), _event("r4")], mtime=first_mtime)
+    with pytest.raises(PipelineError) as refused:
+        run_available_now(spark, config)
+    message = str(refused.value)
+    assert message.startswith(
+        "stream 'bronze_events': a landing file was replaced under the same name after it was ingested: "
+    ), message
+    assert f"mv {name} events-2026-11-20.v2.json" in message and "\n" not in message
+    # A plain rewrite: a new modification time.
+    _land(landing, name, [_event("r2"), _event("r3")], mtime=first_mtime + 60)
+    with pytest.raises(PipelineError, match="replaced under the same name"):
+        run_available_now(spark, config)
+    status = lake_status(spark, config, str(landing))
+    lag = next(s for s in status["streams"] if s["stream"] == "bronze_events")["lag"]
+    assert len(lag["replaced_files"]) == 1 and str(path) in lag["replaced_files"][0]
+    assert "1 REPLACED after ingestion, new content not read" in render_status(status)
+    assert _bronze_ids(spark, config) == {"r1", "r2"}
+
+    # The documented way forward: land the new version under a new name.
+    path.rename(path.with_name("events-2026-11-20.v2.json"))
+    run_available_now(spark, config)
+    bronze = read_table(spark, config.table("bronze/events")).collect()
+    assert sorted(r.event_id for r in bronze) == ["r1", "r2", "r2", "r3"]
+    silver = read_table(spark, config.table("silver/events")).collect()
+    assert sorted(r.event_id for r in silver) == ["r1", "r2", "r3"]
+    assert lake_status(spark, config, str(landing))["streams"][0]["lag"]["replaced_files"] == []
+
+
+def test_a_backlog_ten_times_one_batch_is_read_in_bounded_batches(spark, config, dirs):
+    landing, _ = dirs
+    generate(str(landing), events=2000, customers=0, files=10, seed=14)
+    largest = max(path.stat().st_size for path in (landing / "events").iterdir())
+    # The default bound (1g a batch) with a backlog scaled down to ten files of one batch each.
+    bounded = config.with_options(landing_max_bytes_per_trigger=largest)
+    report = run_available_now(spark, bounded)
+    assert report.batches["bronze_events"] >= 10, report.batches
+    assert_lake_matches(spark, config, expected_from(landing))
+
+
+def test_a_table_property_changed_during_a_run_restarts_the_query_and_loses_nothing(
+    spark, config, dirs, caplog
+):
+    landing, _ = dirs
+    generate(str(landing), events=1500, customers=0, files=6, seed=15)
+    largest = max(path.stat().st_size for path in (landing / "events").iterdir())
+    # Many small silver batches: one bronze file each.
+    bounded = config.with_options(
+        landing_max_bytes_per_trigger=largest,
+        delta_source=DeltaSourceOptions(max_files_per_trigger=1),
+    )
+    caplog.set_level(logging.INFO, logger="medallion.streams.runner")
+    restarted = "a concurrent commit changed a table's metadata under its write; restarting it"
+    silver = config.table("silver/events")
+    silver_started = Path(config.checkpoint("silver_events")) / "offsets" / "0"
+    done = threading.Event()
+
+    def alter_while_silver_merges() -> None:
+        # An operator's ALTER TABLE during the run, until one lands under a silver MERGE.
+        wait_until(lambda: done.is_set() or silver_started.exists(), 600)
+        for n in range(60):
+            if done.wait(0.2) or restarted in caplog.text:
+                return
+            spark.sql(
+                f"ALTER TABLE {silver.sql_name} SET TBLPROPERTIES ('medallion.touch' = '{n}')"
+            )
+
+    operator = threading.Thread(target=alter_while_silver_merges, daemon=True)
+    operator.start()
+    try:
+        run_available_now(spark, bounded)
+    finally:
+        done.set()
+        operator.join(60)
+    assert f"silver_events: {restarted}" in caplog.text
     assert_lake_matches(spark, config, expected_from(landing))
 
 

@@ -34,7 +34,7 @@ from medallion.streams.flows import FLOWS
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 
-KILLS = int(os.environ.get("RELIABILITY_KILLS", "10"))
+KILLS = int(os.environ.get("RELIABILITY_KILLS", "12"))
 EVENTS = int(os.environ.get("RELIABILITY_EVENTS", "3000"))
 SEED = int(os.environ.get("RELIABILITY_SEED", "2026"))
 
@@ -42,7 +42,11 @@ SEED = int(os.environ.get("RELIABILITY_SEED", "2026"))
 # their invariants instead of equality with an uninterrupted run: the audit trail (one change
 # row per applied change), tombstones (only DELETEs that won their batch), and revenue by
 # country (a purchase takes its customer's country as known when it is processed).
-# The streams killed mid-batch in turn (every other kill): an append, MERGEs, a CDF-fed gold.
+# The first kills land before the lake exists: as soon as the first run starts creating its
+# tables, then at a random moment of the next run's start-up (session, tables, registration).
+EARLY_MOMENTS = ("table creation", "start-up")
+# Then, in turn, a random moment and a stream killed mid-batch: an append, MERGEs, a CDF-fed
+# gold.
 MID_BATCH_TARGETS = (
     "bronze_events",
     "silver_events",
@@ -84,24 +88,41 @@ class Feeder(threading.Thread):
             time.sleep(self.pause)
 
 
-def _deliveries(staging: Path, landing: Path) -> list[list[tuple[Path, Path]]]:
+def _schedule(kills: int) -> list[str]:
+    """When each kill lands: an early moment, ``random``, or the stream to kill mid-batch."""
+    moments = list(EARLY_MOMENTS[:kills])
+    for n in range(kills - len(moments)):
+        moments.append(
+            "random" if n % 2 == 0 else MID_BATCH_TARGETS[(n // 2) % len(MID_BATCH_TARGETS)]
+        )
+    return moments
+
+
+def _deliveries(staging: Path, landing: Path, schedule: list[str]) -> list[list[tuple[Path, Path]]]:
     """The generated files as one delivery per run, so every run has new input to work on.
 
     Event files go round-robin to every run. The (up to four) customer files go to the runs
     killed while silver_customers, then bronze_events, silver_events and gold have a batch in
     flight, so each targeted stream has work when its kill comes.
     """
+    kills = len(schedule)
     files = max(12, EVENTS // 150)
     generate(str(staging), events=EVENTS, customers=max(60, EVENTS // 20), files=files, seed=SEED)
-    deliveries: list[list[tuple[Path, Path]]] = [[] for _ in range(KILLS)]
+    deliveries: list[list[tuple[Path, Path]]] = [[] for _ in range(kills)]
     events = sorted(staging.glob("events/*.json"))
     random.Random(SEED).shuffle(events)
     for n, path in enumerate(events):
-        deliveries[n % KILLS].append((path, landing / "events" / path.name))
-    targeted = [k for k in (5, 1, 3, 7) if k < KILLS] or [0]
+        deliveries[n % kills].append((path, landing / "events" / path.name))
+    order = ("silver_customers", "bronze_events", "silver_events", "gold_hourly_product_metrics")
+    targeted = [schedule.index(t) for t in order if t in schedule] or [0]
     for n, path in enumerate(sorted(staging.glob("customers/*.json"))):
         deliveries[targeted[n % len(targeted)]].append((path, landing / "customers" / path.name))
     return deliveries
+
+
+def _created_tables(lake: Path) -> int:
+    """How many tables have their first commit."""
+    return len(list(lake.glob("*/*/_delta_log/00000000000000000000.json")))
 
 
 def _revenue_per_day(spark, config: Config) -> dict:
@@ -130,7 +151,8 @@ def test_repeated_sigkill_then_sigterm_then_available_now_converges(spark, dirs,
     config = Config(landing=str(landing), lake=str(lake))
     log = tmp_path / "final.log"
     rng = random.Random(SEED)
-    deliveries = _deliveries(tmp_path / "staging", landing)
+    schedule = _schedule(KILLS)
+    deliveries = _deliveries(tmp_path / "staging", landing, schedule)
     feeder = Feeder(pause=0.3)
     feeder.start()
     args = (
@@ -148,48 +170,60 @@ def test_repeated_sigkill_then_sigterm_then_available_now_converges(spark, dirs,
     checkpoints = {flow.name: lake / "_checkpoints" / flow.name for flow in FLOWS}
 
     kill_log = []
-    for kill in range(KILLS):
-        run_log = tmp_path / f"run-{kill}.log"
-        process = start_medallion(*args, log_path=run_log)
-        started = time.monotonic()
+    process = None
+    try:
+        for kill, when in enumerate(schedule):
+            run_log = tmp_path / f"run-{kill}.log"
+            process = start_medallion(*args, log_path=run_log)
+            started = time.monotonic()
 
-        def alive_and(predicate, process=process):
-            return lambda: predicate() or process.poll() is not None
+            def alive_and(predicate, process=process):
+                return lambda: predicate() or process.poll() is not None
 
+            feeder.deliver(deliveries[kill])
+            if when == "table creation":  # the first sign of a table on disk
+                wait_until(alive_and(lambda: any(lake.glob("*/*/_delta_log"))), 300, 0.002)
+                moment = f"table creation ({_created_tables(lake)} created)"
+                assert "starting bronze_events" not in run_log.read_text(), "too late"
+            elif when == "start-up":  # anywhere in the session start, creation, registration
+                time.sleep(rng.uniform(0.2, 12.0))
+                moment = "start-up"
+            else:
+                assert wait_until(
+                    alive_and(lambda log=run_log: "starting bronze_events" in log.read_text()), 120
+                )
+                if when == "random":
+                    time.sleep(rng.uniform(0.5, 6.0))
+                    moment = "random"
+                else:  # while the stream has a batch planned but not committed
+                    found = wait_until(
+                        alive_and(lambda t=when: batch_in_flight(checkpoints[t])), 90, 0.02
+                    )
+                    moment = f"mid-batch {when}" if found else f"timeout {when}"
+            assert process.poll() is None, run_log.read_text(errors="replace")[-3000:]
+            kill_group(process)
+            assert process.returncode == -signal.SIGKILL
+            kill_log.append((kill, moment, round(time.monotonic() - started, 1)))
+        feeder.finish(timeout=600)
+        print("kills:", kill_log)
+        # Every targeted kill landed while its stream had a batch in flight.
+        missed = [entry for entry in kill_log if entry[1].startswith("timeout")]
+        assert not missed, kill_log
+
+        process = start_medallion(*args, log_path=log)
         assert wait_until(
-            alive_and(lambda log=run_log: "starting bronze_events" in log.read_text()), 120
+            lambda: "starting gold_daily_revenue_by_country" in log.read_text(errors="replace"),
+            120,
         )
-        feeder.deliver(deliveries[kill])
-        if kill % 2 == 0:  # at a random moment
-            time.sleep(rng.uniform(0.5, 6.0))
-            moment = "random"
-        else:  # while a stream (each in turn) has a batch planned but not committed
-            target = MID_BATCH_TARGETS[(kill // 2) % len(MID_BATCH_TARGETS)]
-            found = wait_until(
-                alive_and(lambda t=target: batch_in_flight(checkpoints[t])), 90, 0.02
-            )
-            moment = f"mid-batch {target}" if found else f"timeout {target}"
-        assert process.poll() is None, run_log.read_text(errors="replace")[-3000:]
-        kill_group(process)
-        assert process.returncode == -signal.SIGKILL
-        kill_log.append((kill, moment, round(time.monotonic() - started, 1)))
-    feeder.finish(timeout=600)
-    print("kills:", kill_log)
-    # The kills that matter most did land mid-batch: a bronze append, a silver MERGE.
-    moments = {moment for _, moment, _ in kill_log}
-    if KILLS >= 4:
-        assert {"mid-batch bronze_events", "mid-batch silver_events"} <= moments, kill_log
-
-    process = start_medallion(*args, log_path=log)
-    assert wait_until(
-        lambda: "starting gold_daily_revenue_by_country" in log.read_text(errors="replace"), 120
-    )
-    time.sleep(5)
-    process.send_signal(signal.SIGTERM)
-    stopped_at = time.monotonic()
-    # The run waits at most Config.stop_timeout_seconds (60 s) for batches in flight.
-    assert process.wait(timeout=180) == 0, log.read_text(errors="replace")[-3000:]
-    print(f"SIGTERM to exit: {time.monotonic() - stopped_at:.1f}s")
+        time.sleep(5)
+        process.send_signal(signal.SIGTERM)
+        stopped_at = time.monotonic()
+        # The run waits at most Config.stop_timeout_seconds (60 s) for batches in flight.
+        assert process.wait(timeout=180) == 0, log.read_text(errors="replace")[-3000:]
+        print(f"SIGTERM to exit: {time.monotonic() - stopped_at:.1f}s")
+    finally:
+        if process is not None and process.poll() is None:
+            kill_group(process)  # a failure leaves no JVM running
 
     # An available-now run drains what is left (in this process; the CLI runs the same code).
     run_available_now(spark, config)

@@ -36,6 +36,8 @@ def test_reader_options_pick_the_dataset_topic_offsets_and_rate_limit():
     assert reader_options(config, "events")["subscribe"] == "events"
     latest = _kafka_config(starting_offsets="latest")
     assert reader_options(latest, "events")["startingOffsets"] == "latest"
+    # Bounded by default, so a first run over a long topic never reads it in one batch.
+    assert reader_options(latest, "events")["maxOffsetsPerTrigger"] == "1000000"
     with pytest.raises(ConfigError, match="no Kafka topic"):
         reader_options(config, "orders")
     with pytest.raises(ConfigError, match="may not set"):

@@ -31,7 +31,7 @@ def _plant(config: Config, stream: str, **holder: object) -> str:
         "pid": os.getpid(),
         "started_at": "2026-11-23T10:00:00Z",
     }
-    record |= {"command": "medallion run (stream)", "token": "planted", **holder}
+    record |= {"command": "medallion run (stream)", "run_id": "planted", **holder}
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(record, handle)
     return path
@@ -46,7 +46,7 @@ def test_a_held_lock_refuses_a_second_writer_naming_the_holder_and_is_released(l
         assert f"host {socket.gethostname()}, pid {os.getpid()}, since " in message
         assert "(first)" in message
         assert set(lock_holders(lake_config, ["bronze_events", "gold_x"])) == {"bronze_events"}
-        assert first.holder.token in Path(first.path("bronze_events")).read_text()
+        assert first.holder.run_id in Path(first.path("bronze_events")).read_text()
     assert lock_holders(lake_config, ["bronze_events", "silver_events"]) == {}
     # All or nothing: a refused acquire keeps none of the locks it took before the refusal.
     with stream_locks(lake_config, ["silver_events"], "holder"):
@@ -60,7 +60,7 @@ def test_a_lock_of_a_dead_process_on_this_host_is_taken_over_at_once(lake_config
     dead.wait()
     _plant(lake_config, "bronze_events", pid=dead.pid)
     with stream_locks(lake_config, ["bronze_events"], "new") as locks:
-        assert locks.holder.token in Path(locks.path("bronze_events")).read_text()
+        assert locks.holder.run_id in Path(locks.path("bronze_events")).read_text()
 
 
 def test_a_reused_pid_does_not_keep_a_lock_alive(lake_config):
@@ -76,7 +76,7 @@ def test_another_hosts_lock_holds_until_its_heartbeat_is_older_than_the_lease(la
     old = time.time() - LEASE_SECONDS - 5
     os.utime(path, (old, old))
     with stream_locks(lake_config, ["bronze_events"], "new") as locks:
-        assert locks.holder.token in Path(path).read_text()
+        assert locks.holder.run_id in Path(path).read_text()
 
 
 def test_a_live_lock_is_waited_for_when_asked(lake_config):

@@ -135,3 +135,16 @@ def test_landing_paths_cannot_escape_their_root():
     with pytest.raises(ConfigError, match="escapes"):
         path_under("/data/landing", "../../etc/passwd")
     assert normalize_path("s3://bucket/a/./b/") == "s3://bucket/a/b"
+
+
+def test_paths_reach_sql_fully_escaped_and_control_characters_are_refused():
+    from medallion.config import Config, ConfigError, quote_path, sql_string
+
+    lake = "/data/la`ke;x\\y'z"
+    ref = Config(landing="/l", lake=lake).table("bronze/events")
+    assert ref.sql_name == "delta.`/data/la``ke;x\\y'z/bronze/events`"
+    assert sql_string(lake) == "'/data/la`ke;x\\\\y\\'z'"
+    assert quote_path("a`b") == "`a``b`"
+    for bad in ("/lake\nDROP", "/lake\x00", "/lake\r"):
+        with pytest.raises(ConfigError, match="control character"):
+            Config(landing="/l", lake=bad)

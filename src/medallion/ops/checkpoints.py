@@ -8,9 +8,11 @@ anything else reads as "no checkpoint".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from urllib.parse import unquote, urlparse
 
 
@@ -100,16 +102,17 @@ def local_path(uri: str) -> str:
     return uri
 
 
-def ingested_files(checkpoint: str, up_to_batch: int | None = None) -> set[str]:
-    """The files a file-source stream has taken, by batches up to ``up_to_batch`` (inclusive).
+def ingested_file_times(checkpoint: str, up_to_batch: int | None = None) -> dict[str, int]:
+    """The files a file-source stream has taken, by batches up to ``up_to_batch`` (inclusive),
+    each with its modification time (epoch ms) when it was read.
 
     Read from ``sources/0``: every batch file and every ``.compact`` file (which repeats the
     batches before it), so old batch files that were cleaned up lose nothing.
     """
     folder = os.path.join(checkpoint, "sources", "0")
     if not os.path.isdir(folder):
-        return set()
-    files: set[str] = set()
+        return {}
+    files: dict[str, int] = {}
     for name in os.listdir(folder):
         stem = name.removesuffix(".compact")
         if not stem.isdigit():
@@ -117,8 +120,77 @@ def ingested_files(checkpoint: str, up_to_batch: int | None = None) -> set[str]:
         for entry in _log_entries(os.path.join(folder, name)):
             record = json.loads(entry)
             if up_to_batch is None or int(record.get("batchId", 0)) <= up_to_batch:
-                files.add(local_path(record["path"]))
+                files[local_path(record["path"])] = int(record.get("timestamp", 0))
     return files
+
+
+def ingested_files(checkpoint: str, up_to_batch: int | None = None) -> set[str]:
+    """The files a file-source stream has taken, by batches up to ``up_to_batch`` (inclusive)."""
+    return set(ingested_file_times(checkpoint, up_to_batch))
+
+
+# The size of every ingested file, recorded beside the file source's log (which keeps only the
+# modification time): one JSON line per file, ``{"path", "mtime", "size"}``.
+LANDED_SIZES = "_medallion_landed_sizes.jsonl"
+
+
+@dataclass(frozen=True)
+class ReplacedFile:
+    """A landed file whose modification time or size changed after the stream read it."""
+
+    path: str
+    read_mtime_ms: int
+    mtime_ms: int
+    read_size: int | None
+    size: int
+
+    def describe(self) -> str:
+        """``read at <time> (<size> bytes), now <time> (<size> bytes)``."""
+
+        def at(ms: int, size: int | None) -> str:
+            when = datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="seconds")
+            return when.replace("+00:00", "Z") + ("" if size is None else f", {size} bytes")
+
+        return (
+            f"{self.path} (read with mtime {at(self.read_mtime_ms, self.read_size)}; "
+            f"now {at(self.mtime_ms, self.size)})"
+        )
+
+
+def replaced_files(checkpoint: str, record: bool = True) -> list[ReplacedFile]:
+    """The files a file-source stream read whose modification time or size has changed since.
+
+    The file source never reads a path twice, so such a file's new content would never be read.
+    The modification time read comes from the source's log; sizes are recorded here, in
+    ``<checkpoint>/_medallion_landed_sizes.jsonl``, the first time a read file is checked
+    (with ``record``; ``status`` only reads). Files no longer in the landing folder are not
+    replaced ones. Only local (or FUSE-mounted) landing folders are checked.
+    """
+    read = ingested_file_times(checkpoint)
+    sizes_path = os.path.join(checkpoint, LANDED_SIZES)
+    known: dict[str, int] = {}
+    if os.path.isfile(sizes_path):
+        with open(sizes_path, encoding="utf-8") as handle:
+            for line in handle:
+                with contextlib.suppress(ValueError, KeyError):
+                    entry = json.loads(line)
+                    known[entry["path"]] = int(entry["size"])
+    replaced, first_seen = [], []
+    for path, read_mtime in sorted(read.items()):
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue  # gone, or not a local path
+        mtime = stat.st_mtime_ns // 1_000_000  # as Hadoop reports it: whole milliseconds
+        size = known.get(path)
+        if mtime != read_mtime or (size is not None and size != stat.st_size):
+            replaced.append(ReplacedFile(path, read_mtime, mtime, size, stat.st_size))
+        elif size is None:
+            first_seen.append({"path": path, "mtime": mtime, "size": stat.st_size})
+    if record and first_seen:
+        with open(sizes_path, "a", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(entry) + "\n" for entry in first_seen)
+    return replaced
 
 
 def landed_files(folder: str) -> set[str]:

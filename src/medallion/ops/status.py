@@ -88,7 +88,13 @@ def _lag(spark: SparkSession, config: Config, flow: Flow, landing: str | None) -
         folder = f"{landing.rstrip('/')}/{source.split('/', 1)[1]}"
         landed = checkpoints.landed_files(folder)
         taken = checkpoints.ingested_files(checkpoint, checkpoints.committed_batch(checkpoint))
-        return {"kind": "files", "landed": len(landed), "pending_files": len(landed - taken)}
+        replaced = [r.describe() for r in checkpoints.replaced_files(checkpoint, record=False)]
+        return {
+            "kind": "files",
+            "landed": len(landed),
+            "pending_files": len(landed - taken),
+            "replaced_files": replaced,
+        }
     table = config.table(source)
     found = [lag for lag in stream_lags(spark, config, table) if lag.stream == flow.name]
     if not found:
@@ -140,7 +146,13 @@ def _lag_text(lag: dict[str, Any]) -> str:
     if "note" in lag:
         return lag["note"]
     if lag["kind"] == "files":
-        return f"{lag['pending_files']} of {lag['landed']} landed files not ingested"
+        text = f"{lag['pending_files']} of {lag['landed']} landed files not ingested"
+        if lag["replaced_files"]:
+            text += (
+                f"; {len(lag['replaced_files'])} REPLACED after ingestion, new content not read: "
+                f"{lag['replaced_files'][0]} (docs/operations.md)"
+            )
+        return text
     return (
         f"{lag['versions_behind']} versions of {lag['source']} unread "
         f"(at {lag['position']}, latest {lag['source_version']})"

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 
 from medallion.config import Config
+from medallion.ops.checkpoints import replaced_files
 from medallion.storage import list_names, local_path
 from medallion.tables import holds_data
 
@@ -72,4 +73,32 @@ def lost_checkpoint(
         "twice. If the checkpoint was moved, put it back; to rebuild instead, run "
         f"`medallion reset --lake {config.lake} --layer {table.layer} --table {table.key}` "
         "(docs/operations.md)"
+    )
+
+
+def replaced_landing_files(config: Config, stream: str, reads: str) -> str | None:
+    """Why ``stream`` must stop: a landing file it read was replaced under the same name, so
+    its new content would never be read. None when nothing was replaced (or the stream does
+    not read local landing files: Kafka, Auto Loader and remote folders are not checked)."""
+    checkpoint = local_path(config.checkpoint(stream))
+    files_source = config.source == "files" and config.file_source == "files"
+    if not reads.startswith("landing/") or not files_source or checkpoint is None:
+        return None
+    replaced = replaced_files(checkpoint)
+    if not replaced:
+        return None
+    first = replaced[0]
+    name = os.path.basename(first.path)
+    stem, extension = os.path.splitext(name)
+    what = (
+        "a landing file was"
+        if len(replaced) == 1
+        else f"{len(replaced)} landing files were (the first shown)"
+    )
+    return (
+        f"stream '{stream}': {what} replaced under the same name after it was ingested: "
+        f"{first.describe()}. A path is never read twice, so its new content would be lost. "
+        f"Land the new version under a new name (for example `mv {name} {stem}.v2{extension}`): "
+        "it is read as a new file, and silver drops the events it already has; or move it out "
+        "of the landing folder to leave it unread (docs/operations.md)"
     )

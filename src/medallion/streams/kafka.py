@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from medallion.config import Config, ConfigError
+from medallion.config import DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER, Config, ConfigError
 
 # The Kafka metadata columns every bronze row read from Kafka carries (NULL for file input).
 KAFKA_COLUMNS = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")
@@ -303,9 +303,10 @@ def reader_options(
         "subscribe": kafka.topic(dataset),
         "startingOffsets": kafka.starting_offsets,
         "includeHeaders": "false",
+        "maxOffsetsPerTrigger": str(
+            kafka.max_offsets_per_trigger or DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER
+        ),
     }
-    if kafka.max_offsets_per_trigger is not None:
-        options["maxOffsetsPerTrigger"] = str(kafka.max_offsets_per_trigger)
     overlap = set(options) & set(security or {})
     if overlap:
         raise ConfigError(f"security settings may not set {', '.join(sorted(overlap))}")

@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pyspark.errors import PySparkException
@@ -13,17 +14,21 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
+from medallion.conflicts import is_concurrent_metadata_change
 from medallion.locks import stream_locks
 from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, monitored, progress_table
 from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_in
 from medallion.parallel import in_parallel
 from medallion.session import is_connect_session
-from medallion.streams.checkpoints import lost_checkpoint
+from medallion.streams.checkpoints import lost_checkpoint, replaced_landing_files
 from medallion.streams.flows import FLOWS, Flow, flows_by_layer
 from medallion.streams.sinks import Trigger
 from medallion.tables import ensure_tables, history, read_table
 
 log = logging.getLogger(__name__)
+
+# How often a streaming run checks that no landing file it read was replaced since.
+LANDING_CHECK_SECONDS = 30.0
 
 
 class PipelineError(RuntimeError):
@@ -148,11 +153,42 @@ def _prepare(spark: SparkSession, config: Config) -> None:
             os.makedirs(path, exist_ok=True)
 
 
+# How often one query may be restarted after a restartable failure, in one run.
+MAX_RESTARTS = 5
+
+
+def _restartable(error: BaseException | None) -> bool:
+    """A failure a restart cures: the batch is replayed from the checkpoint, exactly once.
+
+    - its Delta source gained a column (opt-in schema evolution upstream): a restart reads the
+      new schema from where the checkpoint stands;
+    - a concurrent commit changed a table's metadata or protocol under a write (an
+      ``ALTER TABLE ... SET TBLPROPERTIES`` during the run).
+    """
+    return is_restartable_schema_change(error) or is_concurrent_metadata_change(error)
+
+
+def _why_restart(error: BaseException | None) -> str:
+    if is_restartable_schema_change(error):
+        return "its source's schema changed"
+    return "a concurrent commit changed a table's metadata under its write"
+
+
+def _check_landing(config: Config, flows: Sequence[Flow]) -> None:
+    """Stop with a PipelineError when a landing file a flow read has been replaced since."""
+    for flow in flows:
+        refusal = replaced_landing_files(config, flow.name, flow.reads)
+        if refusal:
+            raise PipelineError(refusal)
+
+
 def _start(spark: SparkSession, config: Config, flow: Flow, trigger: Trigger) -> StreamingQuery:
-    """Start one flow, unless its checkpoint was lost while its tables hold data."""
+    """Start one flow, unless its checkpoint was lost while its tables hold data, or a landing
+    file it read has been replaced since."""
     refusal = lost_checkpoint(spark, config, flow.name, flow.writes)
     if refusal:
         raise PipelineError(refusal)
+    _check_landing(config, [flow])
     try:
         return flow.start(spark, config, trigger)
     except PySparkException as error:
@@ -191,6 +227,7 @@ def _run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, .
         for group in groups:
             finished.update(_run_group(spark, config, layer, group, trigger))
         layer_seconds[layer] = round(time.monotonic() - started, 3)
+    _check_landing(config, flows)  # replaced while this run read the folder
     report = _summarize(spark, config, before, finished)
     report.layer_seconds = layer_seconds
     return report
@@ -205,13 +242,22 @@ def _run_group(
     for flow in flows:
         log.info("starting %s (%s, available now)", flow.name, layer)
         started.append((flow, _start(spark, config, flow, trigger)))
-    for flow, query in started:
-        try:
-            query.awaitTermination()
-        except PySparkException as error:
-            for _, other in started:
-                other.stop()
-            raise describe_failure(flow, config, error) from error
+    for position, (flow, query) in enumerate(started):
+        restarts = 0
+        while True:
+            try:
+                query.awaitTermination()
+                break
+            except PySparkException as error:
+                if _restartable(error) and restarts < MAX_RESTARTS:
+                    log.info("%s: %s; restarting it", flow.name, _why_restart(error))
+                    restarts += 1
+                    query = _start(spark, config, flow, trigger)
+                    started[position] = (flow, query)
+                    continue
+                for _, other in started:
+                    other.stop()
+                raise describe_failure(flow, config, error) from error
         finished[flow.name] = query
         log.info("%s done: %d batches", flow.name, len(query.recentProgress))
     return finished
@@ -285,14 +331,16 @@ def _run_streaming(
             log.info("starting %s (every %ss)", flow.name, config.trigger_interval_seconds)
             running.append((flow, _start(spark, config, flow, trigger)))
         restarts = 0
+        next_landing_check = time.monotonic() + LANDING_CHECK_SECONDS
         while not stop.wait(0.5):
+            if time.monotonic() >= next_landing_check:
+                _check_landing(config, [f for f, _ in running])
+                next_landing_check = time.monotonic() + LANDING_CHECK_SECONDS
             for position, (flow, query) in enumerate(running):
                 if not query.isActive:
                     error = query.exception()
-                    if is_restartable_schema_change(error) and restarts < 2 * len(running):
-                        # Its Delta source gained a column (opt-in schema evolution upstream):
-                        # a restart reads the new schema from where the checkpoint stands.
-                        log.info("%s: its source's schema changed; restarting it", flow.name)
+                    if _restartable(error) and restarts < MAX_RESTARTS * len(running):
+                        log.info("%s: %s; restarting it", flow.name, _why_restart(error))
                         restarts += 1
                         running[position] = (flow, _start(spark, config, flow, trigger))
                         continue

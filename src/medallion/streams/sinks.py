@@ -12,6 +12,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config, TableRef
 from medallion.conflicts import retry_on_conflict
+from medallion.storage import read_text
 from medallion.streams.checkpoints import discard_abandoned_writes
 from medallion.streams.sources import delta_stream
 
@@ -55,8 +56,7 @@ def query_id(spark: SparkSession, checkpoint: str) -> str:
     It survives restarts and changes when the checkpoint is deleted, which makes it the right
     scope for ``txnAppId``: a rebuilt checkpoint starts again at batch 0 with a new id.
     """
-    text = "".join(row.value for row in spark.read.text(f"{checkpoint}/metadata").collect())
-    return json.loads(text)["id"]
+    return json.loads(read_text(spark, f"{checkpoint}/metadata"))["id"]
 
 
 def transaction_app_id(stream_name: str, checkpoint: str) -> Callable[[SparkSession], str]:

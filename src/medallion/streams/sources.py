@@ -42,6 +42,8 @@ def landing_lines(spark: SparkSession, config: Config, dataset: str) -> DataFram
         reader = spark.readStream.format("text").option("maxFileAge", NO_FILE_AGE_LIMIT)
         if config.max_files_per_trigger is not None:
             reader = reader.option("maxFilesPerTrigger", str(config.max_files_per_trigger))
+        else:
+            reader = reader.option("maxBytesPerTrigger", str(config.landing_max_bytes_per_trigger))
     lines = reader.option("lineSep", "\n").load(path)
     return lines.select(
         "value",
