@@ -32,6 +32,15 @@ def _hadoop_fs(spark: SparkSession, path: str):
     return hadoop_path.getFileSystem(conf), hadoop_path
 
 
+def folder_exists(spark: SparkSession, path: str) -> bool:
+    """True when ``path`` is a folder (locally, or through Hadoop's file system)."""
+    local = local_path(path)
+    if local is not None:
+        return os.path.isdir(local)
+    fs, hadoop_path = _hadoop_fs(spark, path)
+    return bool(fs.exists(hadoop_path)) and bool(fs.getFileStatus(hadoop_path).isDirectory())
+
+
 def list_names(spark: SparkSession, folder: str) -> list[str] | None:
     """The names in ``folder`` ([] when it does not exist); None when it cannot be listed from
     here (a remote path over Spark Connect, which has no local JVM)."""

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from medallion.config import Config, TableRef, quote_identifier, sql_string
 from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
-from medallion.storage import delete_folder, list_names
+from medallion.storage import delete_folder, folder_exists, list_names
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,10 @@ def discard_uncommitted_log(spark: SparkSession, table: TableRef) -> bool:
         return False
     log_dir = f"{table.path.rstrip('/')}/_delta_log"
     names = list_names(spark, log_dir)
-    if not names or any(_COMMIT_FILE.match(name) for name in names):
+    # An empty _delta_log counts too: a kill can come right after the folder was made.
+    if names is None or any(_COMMIT_FILE.match(name) for name in names):
+        return False
+    if not names and not folder_exists(spark, log_dir):
         return False
     log.warning(
         "%s: its creation was cut short (a _delta_log with no commit); creating it again",

@@ -182,13 +182,18 @@ def _check_landing(config: Config, flows: Sequence[Flow]) -> None:
             raise PipelineError(refusal)
 
 
+def _refuse_unsafe_starts(spark: SparkSession, config: Config, flows: Sequence[Flow]) -> None:
+    """Before a run touches anything: refuse a flow whose checkpoint was lost while its tables
+    hold data, or one that read a landing file that has been replaced since."""
+    for flow in flows:
+        refusal = lost_checkpoint(spark, config, flow.name, flow.writes)
+        if refusal:
+            raise PipelineError(refusal)
+    _check_landing(config, flows)
+
+
 def _start(spark: SparkSession, config: Config, flow: Flow, trigger: Trigger) -> StreamingQuery:
-    """Start one flow, unless its checkpoint was lost while its tables hold data, or a landing
-    file it read has been replaced since."""
-    refusal = lost_checkpoint(spark, config, flow.name, flow.writes)
-    if refusal:
-        raise PipelineError(refusal)
-    _check_landing(config, [flow])
+    """Start one flow; a failure to start names the stream, its checkpoint and the cause."""
     try:
         return flow.start(spark, config, trigger)
     except PySparkException as error:
@@ -213,6 +218,7 @@ def run_available_now(
 
 
 def _run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, ...]) -> RunReport:
+    _refuse_unsafe_starts(spark, config, flows)
     _prepare(spark, config)
     before = _versions(spark, config)
     trigger = Trigger(available_now=True)
@@ -322,6 +328,7 @@ def _run_streaming(
             "share one session, so their txnAppId/txnVersion settings could skip each other's "
             "writes. Run available-now over Connect, or --stream on a classic cluster or locally."
         )
+    _refuse_unsafe_starts(spark, config, flows)
     _prepare(spark, config)
     before = _versions(spark, config)
     trigger = Trigger(available_now=False, interval_seconds=config.trigger_interval_seconds)
