@@ -31,10 +31,38 @@ def lake_snapshot(spark, config: Config) -> dict:
     return tables
 
 
+def _shown(lines: Counter) -> str:
+    """A few lines of a Counter for a failure message, long ones cut."""
+    return "; ".join(
+        (repr(line) if len(line) <= 160 else repr(line[:160]) + "...") + f" (x{n})"
+        for line, n in list(lines.items())[:3]
+    )
+
+
+def assert_same_lines(table: str, got, want) -> None:
+    """The multiset of ``got`` equals that of ``want``; the message shows a few of the lines
+    the table has in excess and a few it lacks."""
+    got_lines, want_lines = Counter(got), Counter(want)
+    if got_lines != want_lines:
+        extra, missing = got_lines - want_lines, want_lines - got_lines
+        raise AssertionError(
+            f"{table}: {sum(got_lines.values())} lines, {sum(want_lines.values())} expected; "
+            f"{sum(extra.values())} extra, e.g. [{_shown(extra)}]; "
+            f"{sum(missing.values())} missing, e.g. [{_shown(missing)}]"
+        )
+
+
+def assert_bronze_matches(spark, config: Config, table: str, expected) -> None:
+    """Bronze holds each landed line once, unchanged: the multiset of ``_raw`` equals the
+    oracle's lines (``expected.bronze_raw``), and so does the row count."""
+    rows = read_table(spark, config.table(table)).select("_raw").collect()
+    assert_same_lines(table, (row._raw for row in rows), expected.bronze_raw)
+    assert len(rows) == expected.bronze_lines == len(expected.bronze_raw)
+
+
 def assert_lake_matches(spark, config: Config, expected: Expected) -> None:
     """Bronze, silver, quarantine and gold equal the oracle's computation exactly."""
-    bronze = read_table(spark, config.table("bronze/events"))
-    assert bronze.count() == expected.bronze_lines
+    assert_bronze_matches(spark, config, "bronze/events", expected)
     silver_rows = read_table(spark, config.table("silver/events")).collect()
     ids = [row.event_id for row in silver_rows]
     assert len(ids) == len(set(ids)), "silver holds an event_id twice"
@@ -47,9 +75,8 @@ def assert_lake_matches(spark, config: Config, expected: Expected) -> None:
         got = {name: row[name] for name in SILVER_FIELDS}
         assert got == {name: want[name] for name in SILVER_FIELDS}, row.event_id
     quarantine = read_table(spark, config.table("silver/events_quarantine")).collect()
-    got_q, want_q = Counter(row._raw for row in quarantine), Counter(expected.quarantined)
-    assert got_q == want_q, (
-        f"quarantine extra {list((got_q - want_q).items())[:3]}, lacks {list((want_q - got_q).items())[:3]}"
+    assert_same_lines(
+        "silver/events_quarantine", (r._raw for r in quarantine), expected.quarantined
     )
     assert all(row.reason for row in quarantine)
     gold = read_table(spark, config.table("gold/hourly_product_metrics")).collect()
@@ -61,18 +88,45 @@ def assert_lake_matches(spark, config: Config, expected: Expected) -> None:
 
 
 def assert_customers_match(spark, config: Config, expected) -> None:
-    """bronze/silver/quarantine of customers equal the oracle's computation exactly."""
+    """bronze/silver/quarantine of customers equal the oracle's computation exactly, and the
+    tombstones keep the oracle's rule (``oracle.expected_customers``)."""
     from oracle import CUSTOMER_STATE_FIELDS
 
-    assert read_table(spark, config.table("bronze/customers")).count() == expected.bronze_lines
+    assert_bronze_matches(spark, config, "bronze/customers", expected)
     rows = read_table(spark, config.table("silver/customers")).collect()
     got = {row.customer_id: {f: row[f] for f in CUSTOMER_STATE_FIELDS} for row in rows}
     assert len(got) == len(rows), "silver/customers holds a customer twice"
     want = {cid: {f: c[f] for f in CUSTOMER_STATE_FIELDS} for cid, c in expected.state.items()}
-    assert got == want
+    if got != want:
+        wrong = sorted(cid for cid in got.keys() | want.keys() if got.get(cid) != want.get(cid))
+        raise AssertionError(
+            f"silver/customers differs for {len(wrong)} customers, e.g. "
+            + "; ".join(f"{cid}: {got.get(cid)} != {want.get(cid)}" for cid in wrong[:3])
+        )
     quarantine = read_table(spark, config.table("silver/customers_quarantine")).collect()
-    assert Counter(r._raw for r in quarantine) == Counter(expected.quarantined)
+    assert_same_lines(
+        "silver/customers_quarantine", (r._raw for r in quarantine), expected.quarantined
+    )
     assert all(r.reason for r in quarantine)
+    assert_tombstones_match(spark, config, expected)
+
+
+def assert_tombstones_match(spark, config: Config, expected) -> None:
+    """silver/customer_tombstones holds each deleted customer's newest DELETE, and nothing else
+    (``oracle.expected_customers``)."""
+    rows = read_table(spark, config.table("silver/customer_tombstones")).collect()
+    got = {row.customer_id: (row.sequence_num, row.updated_at) for row in rows}
+    assert len(got) == len(rows), "silver/customer_tombstones holds a customer twice"
+    if got != expected.tombstones:
+        wrong = sorted(
+            cid
+            for cid in got.keys() | expected.tombstones.keys()
+            if got.get(cid) != expected.tombstones.get(cid)
+        )
+        raise AssertionError(
+            f"silver/customer_tombstones differs for {len(wrong)} customers, e.g. "
+            + "; ".join(f"{c}: {got.get(c)} != {expected.tombstones.get(c)}" for c in wrong[:3])
+        )
 
 
 def assert_change_feed_audited(spark, config: Config) -> None:

@@ -38,14 +38,22 @@ def _reject_constant(name):
 
 
 def read_file_lines(path: Path) -> list[str]:
-    """The non-blank lines of one file, decoded and split as Spark's text source does."""
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    """The records of one file, each as README promises bronze keeps it in ``_raw``: the file
+    decoded as UTF-8 (bytes that are not UTF-8 read as U+FFFD, as Spark shows them), split at
+    LF only, one trailing CR (a CRLF ending) removed, and blank lines (empty, or only space,
+    TAB, LF, VT, FF and CR) dropped. Everything else is kept as landed: a final line without
+    its LF, other CRs, and a leading byte-order mark, except the one that starts the file: that
+    is the file's encoding mark, which Spark's text reader drops (README)."""
+    data = path.read_bytes()
+    text = data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", errors="replace")
     lines = (line[:-1] if line.endswith("\r") else line for line in text.split("\n"))
     return [line for line in lines if not BLANK.fullmatch(line)]
 
 
 def read_lines(directory: Path) -> list[tuple[str, str]]:
-    """(file, line) for every non-blank line of the visible files, as Spark's text source reads."""
+    """(file, line) for every record of the visible files (:func:`read_file_lines`), files in
+    name order, which is the order in which the tests land them (``generate`` makes their
+    modification times follow it), so the order in which they arrive."""
     return [
         (str(path), line)
         for path in sorted(directory.iterdir())
@@ -137,22 +145,54 @@ class Expected:
     """What the pipeline must produce from a landing folder."""
 
     bronze_lines: int = 0
+    bronze_raw: list[str] = field(default_factory=list)
     silver: dict[str, dict] = field(default_factory=dict)
     quarantined: list[str] = field(default_factory=list)
     gold: dict[tuple[datetime, str], dict] = field(default_factory=dict)
 
 
+def _missing_first(value) -> tuple:
+    """A sort key for an optional value: a missing one (None, Spark's NULL) first."""
+    return (value is not None, value if value is not None else "")
+
+
+def event_content_key(event: dict) -> tuple:
+    """The order of copies of one ``event_id`` that arrived together (lines of one file):
+    README's tie-break, the least copy wins."""
+    return (
+        event["event_timestamp"],
+        event["event_type"],
+        event["user_id"],
+        event["product_id"],
+        _missing_first(event["category"]),
+        _missing_first(event["revenue"]),
+    )
+
+
 def expected_from(landing: Path) -> Expected:
-    """Compute bronze, silver, quarantine and gold from the files under ``landing/events``."""
+    """Compute bronze, silver, quarantine and gold from the files under ``landing/events``.
+
+    Silver keeps the first arrival of each ``event_id``: the copy in the first file (files
+    arrive in name order, see :func:`read_lines`); among copies in that one file, which bronze
+    keeps no line position for, the least by :func:`event_content_key`.
+    """
     result = Expected()
     lines = read_lines(landing / "events") if (landing / "events").exists() else []
     result.bronze_lines = len(lines)
-    for _, line in lines:
+    result.bronze_raw = [line for _, line in lines]
+    first_file: dict[str, str] = {}
+    for file, line in lines:
         event = event_is_valid(line)
         if event is None:
             result.quarantined.append(line)
-        else:
-            result.silver.setdefault(event["event_id"], event)
+            continue
+        event_id = event["event_id"]
+        if event_id not in result.silver:
+            result.silver[event_id], first_file[event_id] = event, file
+        elif first_file[event_id] == file and event_content_key(event) < event_content_key(
+            result.silver[event_id]
+        ):
+            result.silver[event_id] = event
     users: dict[tuple[datetime, str], set[str]] = defaultdict(set)
     for event in result.silver.values():
         hour = event["event_timestamp"].replace(minute=0, second=0, microsecond=0)
@@ -252,32 +292,62 @@ def customer_change(line: str) -> dict | None:
     return change
 
 
-def change_key(change: dict) -> tuple:
+def sequence_key(change: dict) -> tuple:
+    """(``sequence_num``, operation rank, ``updated_at``): README's order of changes, and all a
+    tombstone can be compared by."""
     return (change["sequence_num"], OPERATION_RANK[change["operation"]], change["updated_at"])
+
+
+def change_key(change: dict) -> tuple:
+    """README's order of the changes of one customer: :func:`sequence_key`, then the content
+    (name, email, country, segment, a missing value lowest); the greatest change wins, so
+    changes that tie on the sequence key are decided by content, never by arrival."""
+    content = tuple(
+        _missing_first(change[name]) for name in ("name", "email", "country", "segment")
+    )
+    return (sequence_key(change), *content)
 
 
 @dataclass
 class ExpectedCustomers:
+    """What the customer streams must produce.
+
+    ``tombstones``: ``silver/customer_tombstones`` exactly, each deleted customer's newest
+    DELETE as (``sequence_num``, ``updated_at``).
+    """
+
     bronze_lines: int = 0
+    bronze_raw: list[str] = field(default_factory=list)
     state: dict[str, dict] = field(default_factory=dict)
     quarantined: list[str] = field(default_factory=list)
+    tombstones: dict[str, tuple[int, datetime]] = field(default_factory=dict)
 
 
 def expected_customers(landing: Path) -> ExpectedCustomers:
-    """The current customer state: each customer's newest change, unless it is a DELETE."""
+    """The current customer state: each customer's newest change (:func:`change_key`), unless
+    it is a DELETE; and what ``silver/customer_tombstones`` may hold.
+
+    Tombstones: every customer that has a DELETE keeps its newest one, by (``sequence_num``,
+    ``updated_at``), whether or not a newer change followed it: silver_customers records each
+    customer's newest DELETE of every batch, so the table does not depend on batching.
+    """
     result = ExpectedCustomers()
     folder = landing / "customers"
     lines = read_lines(folder) if folder.exists() else []
     result.bronze_lines = len(lines)
+    result.bronze_raw = [line for _, line in lines]
     newest: dict[str, dict] = {}
     for _, line in lines:
         change = customer_change(line)
         if change is None:
             result.quarantined.append(line)
-        elif change["customer_id"] not in newest or change_key(change) > change_key(
-            newest[change["customer_id"]]
-        ):
-            newest[change["customer_id"]] = change
+            continue
+        cid = change["customer_id"]
+        if change["operation"] == "DELETE":
+            deleted = (change["sequence_num"], change["updated_at"])
+            result.tombstones[cid] = max(result.tombstones.get(cid, deleted), deleted)
+        if cid not in newest or change_key(change) > change_key(newest[cid]):
+            newest[cid] = change
     result.state = {cid: c for cid, c in newest.items() if c["operation"] != "DELETE"}
     return result
 

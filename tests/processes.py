@@ -13,11 +13,18 @@ from pathlib import Path
 MEDALLION = str(Path(sys.executable).with_name("medallion"))
 
 
-def start_medallion(*args: str, log_path: Path) -> subprocess.Popen:
-    """Start ``medallion ARGS`` in a new session (its own process group), logging to a file."""
+def start_medallion(
+    *args: str, log_path: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """Start ``medallion ARGS`` in a new session (its own process group), logging to a file;
+    ``env`` adds environment variables."""
     log = open(log_path, "ab")  # noqa: SIM115 - the process owns it until it exits
     return subprocess.Popen(
-        [MEDALLION, *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        [MEDALLION, *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
     )
 
 

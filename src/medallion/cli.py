@@ -154,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--max-files-per-trigger", type=int, default=None, help="landing files per micro-batch"
     )
+    run.add_argument(
+        "--skip-missing-files",
+        action="store_true",
+        help="accept the loss of landed files deleted after they were listed: read the rest "
+        "and record each one in <lake>/_system/data_gaps",
+    )
     run.add_argument("--source", choices=("files", "kafka"), default="files", help="bronze's input")
     kafka = run.add_argument_group("Kafka source", "credentials: see docs/kafka.md")
     kafka.add_argument("--kafka-bootstrap", metavar="HOST:PORT[,...]", help="bootstrap servers")
@@ -166,6 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kafka.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch")
     kafka.add_argument("--kafka-secret-scope", help="Databricks secret scope of the credentials")
+    kafka.add_argument(
+        "--kafka-accept-data-loss",
+        action="store_true",
+        help="when records not read yet are gone (retention, a recreated topic), read what "
+        "remains instead of stopping, and record the lost offsets in <lake>/_system/data_gaps",
+    )
     _add_delta_source(run)
     run.add_argument(
         "--carry-column",
@@ -241,6 +253,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         lake=os.path.abspath(args.lake),
         trigger_interval_seconds=args.interval,
         max_files_per_trigger=args.max_files_per_trigger,
+        skip_missing_files=args.skip_missing_files,
         source=args.source,
         kafka=KafkaSourceOptions(
             bootstrap_servers=args.kafka_bootstrap,
@@ -249,6 +262,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             starting_offsets=args.starting_offsets,
             max_offsets_per_trigger=args.max_offsets_per_trigger,
             secret_scope=args.kafka_secret_scope,
+            fail_on_data_loss=not args.kafka_accept_data_loss,
         ),
         delta_source=delta_source_options_from_args(args),
         extra_event_columns=tuple(args.carry_column),

@@ -166,8 +166,16 @@ class KafkaSourceOptions:
     # Records per micro-batch (all partitions together); None means the default bound.
     max_offsets_per_trigger: int | None = None
     secret_scope: str | None = None
+    # Stop when records the stream has not read yet are gone (expired by retention, deleted,
+    # or the topic recreated): Spark's failOnDataLoss. False (--kafka-accept-data-loss) reads
+    # what remains and records each lost range in <lake>/_system/data_gaps (docs/kafka.md).
+    fail_on_data_loss: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.fail_on_data_loss, bool):
+            raise ConfigError(
+                f"fail_on_data_loss must be true or false, not {self.fail_on_data_loss!r}"
+            )
         servers = self.bootstrap_servers
         if servers is not None and not _KAFKA_BOOTSTRAP.fullmatch(servers):
             raise ConfigError(
@@ -259,6 +267,9 @@ class Config:
     # ``landing_max_bytes_per_trigger`` (Spark takes one bound or the other, not both).
     max_files_per_trigger: int | None = None
     landing_max_bytes_per_trigger: int = DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER
+    # Accept the loss of landed files deleted after a stream listed them, before it read them:
+    # read the rest and record each in <lake>/_system/data_gaps (streams/missing_files.py).
+    skip_missing_files: bool = False
     delta_source: DeltaSourceOptions = field(default_factory=DeltaSourceOptions)
     # Per-stream overrides of ``delta_source``, keyed by stream (query) name.
     delta_source_overrides: dict[str, DeltaSourceOptions] = field(default_factory=dict)
@@ -326,6 +337,22 @@ class Config:
             )
         return TableRef(
             layer, name, f"{self.lake}/{layer}/{name}", quote_identifier(self.schema, flat_name)
+        )
+
+    def system_table(self, name: str) -> TableRef:
+        """A table of medallion's own bookkeeping, ``<lake>/_system/<name>`` (Unity Catalog:
+        ``<catalog>.<schema>.system_<name>``), for example ``stream_progress``."""
+        flat_name = validate_identifier(f"system_{name}", "table")
+        if self.uses_unity_catalog:
+            assert self.catalog is not None
+            return TableRef(
+                "_system", name, None, quote_identifier(self.catalog, self.schema, flat_name)
+            )
+        return TableRef(
+            "_system",
+            name,
+            f"{self.lake}/_system/{validate_identifier(name, 'table')}",
+            quote_identifier(self.schema, flat_name),
         )
 
     def tables(self) -> list[TableRef]:

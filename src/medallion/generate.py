@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +24,19 @@ BASE_TIME = datetime(2026, 11, 20, tzinfo=timezone.utc)
 
 @dataclass(frozen=True)
 class FaultRates:
-    """The share of generated records that are re-sent, late, invalid or malformed."""
+    """The share of generated records that are re-sent, late, invalid or malformed.
+
+    ``altered_duplicate`` is the share of re-sent events whose copy is not identical: the same
+    ``event_id`` with another timestamp, product, user, category or revenue, re-sent in the same
+    file or in a later one, where "first arrival wins" decides which copy silver keeps. It is off
+    by default: then every copy is identical, so silver does not depend on the order in which
+    files or Kafka records arrive (tests that deliver files out of name order, or produce to
+    several partitions, compare with an oracle that reads the files in name order).
+
+    ``tied_changes`` is the share of customer changes that come with a twin: the same customer,
+    ``sequence_num``, operation and ``updated_at`` instant (possibly written in another zone),
+    with other content. README's order decides between them by content, never by arrival.
+    """
 
     duplicate: float = 0.05
     late: float = 0.05
@@ -33,6 +46,8 @@ class FaultRates:
     extra_fields: float = 0.05
     crlf_files: float = 0.25
     empty_file: bool = True
+    altered_duplicate: float = 0.0
+    tied_changes: float = 0.05
 
 
 def _iso(ts: datetime, rng: random.Random) -> str:
@@ -72,6 +87,31 @@ def _event(rng: random.Random, n: int, seed: int, users: int, products: int, lat
     if event_type == "purchase":
         record["revenue"] = round(rng.uniform(1, 500), 2)
     return record
+
+
+def _altered_copy(line: str, rng: random.Random, users: int, products: int) -> str:
+    """A re-send of ``line`` (a valid event) that is still valid but not identical: the same
+    ``event_id`` with one or two of timestamp, product, user, category and revenue changed."""
+    record = json.loads(line)
+    fields = ["event_timestamp", "product_id", "user_id", "category"]
+    if record["event_type"] == "purchase":
+        fields.append("revenue")
+    for name in rng.sample(fields, rng.randint(1, 2)):
+        if name == "event_timestamp":
+            shift = timedelta(seconds=rng.randrange(48 * 3600), microseconds=rng.randrange(10**6))
+            record[name] = _iso(BASE_TIME + shift, rng)
+        elif name == "product_id":
+            record[name] = f"p{rng.randrange(products):04d}"
+        elif name == "user_id":
+            record[name] = f"c{rng.randrange(users):05d}"
+        elif name == "category":
+            if "category" in record and rng.random() < 0.5:
+                del record["category"]  # the first copy had one, this one has none
+            else:
+                record["category"] = rng.choice(CATEGORIES)
+        else:
+            record["revenue"] = round(rng.uniform(1, 500), 2)
+    return json.dumps(record)
 
 
 # Each function breaks one rule of the contract; the list is the invalid-record knob.
@@ -120,15 +160,44 @@ def generate_event_lines(
             sent.append(line)
         yield line
         if sent and rng.random() < faults.duplicate:
-            yield rng.choice(sent)
+            copy = rng.choice(sent)  # sent earlier: in this file or in an earlier one
+            if faults.altered_duplicate and rng.random() < faults.altered_duplicate:
+                copy = _altered_copy(copy, rng, users, products)
+            yield copy
         if rng.random() < faults.blank_lines:
             yield ""
 
 
-def generate_customer_lines(customers: int, seed: int) -> Iterator[str]:
-    """Customer change records: inserts, updates and deletes, shuffled and partly duplicated."""
+def _tied_change(change: dict, ts: datetime, rng: random.Random) -> dict:
+    """A twin of ``change`` that ties with it on (``sequence_num``, operation, ``updated_at``)
+    (the same instant, possibly written in another zone) but differs in content."""
+    twin = {**change, "updated_at": _iso(ts, rng)}
+    for name in rng.sample(("name", "email", "country", "segment"), rng.randint(1, 2)):
+        if rng.random() < 0.2:
+            twin[name] = None
+        elif name == "country":
+            twin[name] = rng.choice([c for c in COUNTRIES if c != change[name]])
+        elif name == "segment":
+            twin[name] = rng.choice([s for s in SEGMENTS if s != change[name]])
+        else:
+            twin[name] = f"{rng.choice(('a', 'z'))}-{change[name]}"
+    return twin
+
+
+def generate_customer_lines(
+    customers: int, seed: int, faults: FaultRates | None = None
+) -> Iterator[str]:
+    """Customer change records: inserts, updates and deletes, shuffled and partly duplicated;
+    ``faults.tied_changes`` of them come with a tied twin of other content."""
+    faults = faults or FaultRates()
     rng = random.Random(seed + 1)
     changes: list[dict] = []
+
+    def add(change: dict, ts: datetime) -> None:
+        changes.append(change)
+        if rng.random() < faults.tied_changes:
+            changes.append(_tied_change(change, ts, rng))
+
     for c in range(customers):
         customer_id = f"c{c:05d}"
         sequence = rng.randint(1, 5)
@@ -140,8 +209,9 @@ def generate_customer_lines(customers: int, seed: int) -> Iterator[str]:
             "segment": rng.choice(SEGMENTS),
         }
         ts = BASE_TIME - timedelta(days=60) + timedelta(minutes=c)
-        changes.append(
-            {**state, "operation": "INSERT", "sequence_num": sequence, "updated_at": _iso(ts, rng)}
+        add(
+            {**state, "operation": "INSERT", "sequence_num": sequence, "updated_at": _iso(ts, rng)},
+            ts,
         )
         for _ in range(rng.choice((0, 0, 1, 2, 3))):
             sequence += rng.randint(1, 3)
@@ -149,13 +219,14 @@ def generate_customer_lines(customers: int, seed: int) -> Iterator[str]:
             operation = "DELETE" if rng.random() < 0.15 else "UPDATE"
             if operation == "UPDATE":
                 state = {**state, "country": rng.choice(COUNTRIES), "segment": rng.choice(SEGMENTS)}
-            changes.append(
+            add(
                 {
                     **state,
                     "operation": operation,
                     "sequence_num": sequence,
                     "updated_at": _iso(ts, rng),
-                }
+                },
+                ts,
             )
     rng.shuffle(changes)
     lines = [json.dumps(change) for change in changes]
@@ -186,8 +257,20 @@ def generate_customer_lines(customers: int, seed: int) -> Iterator[str]:
     return iter(lines)
 
 
-def write_file_atomically(directory: str, name: str, lines: list[str], crlf: bool = False) -> str:
-    """Write ``lines`` to ``directory/name`` via a hidden temp file and a rename."""
+def write_file_atomically(
+    directory: str,
+    name: str,
+    lines: list[str],
+    crlf: bool = False,
+    after_mtime_ns: int | None = None,
+) -> str:
+    """Write ``lines`` to ``directory/name`` via a hidden temp file and a rename.
+
+    With ``after_mtime_ns``, the file's modification time is made later than that time in whole
+    milliseconds (Spark's file source compares milliseconds) before the rename, by waiting for
+    the clock: a file source that reads the oldest files first then reads the files in the
+    order they were written, whatever its batch size.
+    """
     os.makedirs(directory, exist_ok=True)
     final = os.path.join(directory, name)
     temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
@@ -196,6 +279,10 @@ def write_file_atomically(directory: str, name: str, lines: list[str], crlf: boo
         handle.write("".join(line + ending for line in lines))
         handle.flush()
         os.fsync(handle.fileno())
+    if after_mtime_ns is not None:
+        while os.stat(temp).st_mtime_ns // 1_000_000 <= after_mtime_ns // 1_000_000:
+            time.sleep(0.001)
+            os.utime(temp)  # now
     os.replace(temp, final)
     return final
 
@@ -216,24 +303,32 @@ def generate(
     """Write events to ``landing/events/`` and customer changes to ``landing/customers/``.
 
     Returns the written file paths per dataset. File names carry the seed, so several
-    generations with different seeds add new files instead of replacing old ones.
+    generations with different seeds add new files instead of replacing old ones. Files land in
+    name order, each with a later modification time (in milliseconds) than the one before, so
+    the file source reads them in name order however it cuts its micro-batches: that is the
+    arrival order in which "first arrival wins" is decided, and the one tests/oracle.py assumes.
     """
     faults = faults or FaultRates()
     rng = random.Random(seed + 2)
     written: dict[str, list[str]] = {"events": [], "customers": []}
+    last_mtime: list[int] = []
+
+    def write(dataset: str, name: str, lines: list[str], crlf: bool = False) -> None:
+        path = write_file_atomically(
+            f"{landing}/{dataset}", name, lines, crlf, last_mtime[-1] if last_mtime else None
+        )
+        last_mtime.append(os.stat(path).st_mtime_ns)
+        written[dataset].append(path)
+
     users = max(customers, 1)
     event_lines = list(generate_event_lines(events, seed, users=users, faults=faults))
     for i, chunk in enumerate(_split(event_lines, max(files, 1))):
         crlf = rng.random() < faults.crlf_files
-        name = f"events-{seed}-{i:05d}.json"
-        written["events"].append(write_file_atomically(f"{landing}/events", name, chunk, crlf))
+        write("events", f"events-{seed}-{i:05d}.json", chunk, crlf)
     if faults.empty_file:
-        written["events"].append(
-            write_file_atomically(f"{landing}/events", f"events-{seed}-empty.json", [])
-        )
+        write("events", f"events-{seed}-empty.json", [])
     if customers:
-        customer_lines = list(generate_customer_lines(customers, seed))
+        customer_lines = list(generate_customer_lines(customers, seed, faults))
         for i, chunk in enumerate(_split(customer_lines, max(1, min(files, 4)))):
-            name = f"customers-{seed}-{i:05d}.json"
-            written["customers"].append(write_file_atomically(f"{landing}/customers", name, chunk))
+            write("customers", f"customers-{seed}-{i:05d}.json", chunk)
     return written

@@ -71,6 +71,9 @@ class TaskParams:
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: str = ""
     kafka_secret_scope: str = ""
+    # "false" reads what remains when Kafka records not read yet are gone, and records the
+    # lost offsets in <lake>/_system/data_gaps (--kafka-accept-data-loss; docs/kafka.md).
+    kafka_fail_on_data_loss: str = "true"
 
     def __post_init__(self) -> None:
         if self.trigger not in TRIGGERS:
@@ -108,6 +111,11 @@ class TaskParams:
             )
         except ValueError as error:
             raise ConfigError(f"invalid number in the task parameters: {error}") from None
+        fail_on_data_loss = self.kafka_fail_on_data_loss.strip().lower() or "true"
+        if fail_on_data_loss not in ("true", "false"):
+            raise ConfigError(
+                f"kafka_fail_on_data_loss must be true or false, not {self.kafka_fail_on_data_loss!r}"
+            )
         return Config(
             # The Kafka source reads no landing files; its Config still names a folder.
             landing=_absolute(self.landing or (self.lake if self.source == "kafka" else "")),
@@ -126,6 +134,7 @@ class TaskParams:
                 starting_offsets=self.starting_offsets,
                 max_offsets_per_trigger=max_offsets,
                 secret_scope=self.kafka_secret_scope or None,
+                fail_on_data_loss=fail_on_data_loss == "true",
             ),
         )
 

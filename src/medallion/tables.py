@@ -198,6 +198,15 @@ def read_table(spark: SparkSession, table: TableRef) -> DataFrame:
     return spark.read.table(table.qualified_name)
 
 
+def append_rows(spark: SparkSession, table: TableRef, rows: list[dict], columns: str) -> None:
+    """Append plain rows (dicts) with this DDL schema to an existing table."""
+    writer = spark.createDataFrame(rows, columns).write.format("delta").mode("append")
+    if table.path is not None:
+        writer.save(table.path)
+    else:
+        writer.saveAsTable(table.qualified_name)
+
+
 def create_delta_table(
     spark: SparkSession, table: TableRef, columns: str, properties: dict[str, str]
 ) -> None:

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from medallion.changes import ChangeFeedError, read_changes
 from medallion.contracts import CUSTOMER_FIELDS
-from medallion.generate import generate, write_file_atomically
+from medallion.generate import FaultRates, generate, write_file_atomically
 from medallion.streams.customers import gold_revenue_batch, silver_customers_batch
 from medallion.streams.flows import flow
 from medallion.streams.runner import run_available_now
@@ -77,7 +77,8 @@ def land(landing, name, customers=(), events=()):
 
 def test_generated_changes_and_revenue_match_the_oracle(spark, config, dirs):
     landing, _ = dirs
-    generate(str(landing), events=800, customers=120, files=3, seed=31)
+    faults = FaultRates(altered_duplicate=0.3)
+    generate(str(landing), events=800, customers=120, files=3, seed=31, faults=faults)
     run_available_now(spark, config)
     events = expected_from(landing)
     customers = expected_customers(landing)
@@ -90,13 +91,18 @@ def test_generated_changes_and_revenue_match_the_oracle(spark, config, dirs):
 
 def test_out_of_order_duplicates_deletes_and_reinserts_across_runs(spark, config, dirs):
     landing, _ = dirs
+    same_instant = "2026-11-01T01:00:00+01:00"  # the default updated_at, in another zone
     rounds = [
-        # c4's first change is an UPDATE (its INSERT never comes); c1 is re-sent.
+        # c4's first change is an UPDATE (its INSERT never comes); c1 is re-sent. Ties on
+        # (sequence_num, operation, updated_at) in one batch: the greatest content wins, a
+        # missing value lowest (c2 stays FR, c3 stays US).
         [
             change("c1", "INSERT", 1),
             change("c1", "INSERT", 1),
             change("c2", "INSERT", 1, "FR"),
+            change("c2", "INSERT", 1, None),
             change("c3", "INSERT", 1, "US"),
+            change("c3", "INSERT", 1, "AR", at=same_instant),
             change("c4", "UPDATE", 5, "JP"),
             change("c5", "INSERT", 1, "GB"),
         ],
@@ -107,18 +113,25 @@ def test_out_of_order_duplicates_deletes_and_reinserts_across_runs(spark, config
             change("c2", "DELETE", 2),
             change("c3", "UPDATE", 2, "GB"),
         ],
-        # Late, older changes: neither brings c2 back nor overwrites c3; c5 deleted.
+        # Late, older changes: neither brings c2 back nor overwrites c3; c5 deleted. Ties with
+        # what an earlier batch applied: the greater c1 wins (JP), the lesser c3 does not (AA),
+        # and a DELETE tied with c2's tombstone changes nothing.
         [
             change("c2", "UPDATE", 1, "ES"),
             change("c3", "UPDATE", 1, "ES"),
             change("c5", "DELETE", 4),
+            change("c1", "UPDATE", 3, "JP"),
+            change("c3", "UPDATE", 2, "AA"),
+            change("c2", "DELETE", 2, "ZZ"),
         ],
         # Re-inserts with higher sequences bring customers back; equal sequence: DELETE wins.
         [
             change("c5", "INSERT", 6, "NL"),
+            change("c5", "INSERT", 6, "AA"),
             change("c2", "INSERT", 3, "PT"),
             change("c4", "DELETE", 5),
             change("c3", "INSERT", 2, "CA"),
+            change("c1", "UPDATE", 3, "FR", at=same_instant),
         ],
     ]
     for i, lines in enumerate(rounds):
@@ -129,12 +142,34 @@ def test_out_of_order_duplicates_deletes_and_reinserts_across_runs(spark, config
         r.customer_id: r.country
         for r in read_table(spark, config.table("silver/customers")).collect()
     }
-    assert state == {"c1": "IN", "c2": "PT", "c3": "GB", "c5": "NL"}
+    assert state == {"c1": "JP", "c2": "PT", "c3": "GB", "c5": "NL"}
+    tombstones = config.table("silver/customer_tombstones")
+    assert {r.customer_id: r.sequence_num for r in read_table(spark, tombstones).collect()} == {
+        "c2": 2,  # kept after the re-insert
+        "c4": 5,
+        "c5": 4,
+    }
     assert_change_feed_audited(spark, config)
     kinds = {
         r._change_type for r in read_table(spark, config.table("gold/customer_changes")).collect()
     }
     assert kinds == {"insert", "update_preimage", "update_postimage", "delete"}
+
+    # The tombstones are checked exactly: a deleted customer's tombstone lost, or one for a
+    # customer never deleted, fails the comparison with the oracle.
+    expected = expected_customers(landing)
+    spark.sql(f"DELETE FROM {tombstones.sql_name} WHERE customer_id = 'c4'")
+    with pytest.raises(AssertionError, match=r"tombstones differs for 1 customers, e.g. c4: None"):
+        assert_customers_match(spark, config, expected)
+    spark.sql(
+        f"INSERT INTO {tombstones.sql_name} "
+        "VALUES ('c4', 5, TIMESTAMP '2026-11-01 00:00:00', NULL), "
+        "('c1', 3, TIMESTAMP '2026-11-01 00:00:00', NULL)"
+    )
+    with pytest.raises(
+        AssertionError, match=r"differs for 1 customers, e.g. c1: \(3, .*\) != None"
+    ):
+        assert_customers_match(spark, config, expected)
 
 
 def test_purchases_are_enriched_with_known_unknown_and_deleted_customers(spark, config, dirs):

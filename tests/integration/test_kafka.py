@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import signal
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -23,9 +24,12 @@ from processes import batch_in_flight, committed_batches, kill_group, start_meda
 
 from medallion.bundle.jobs import Bundle
 from medallion.config import Config, KafkaSourceOptions
+from medallion.gaps import checked_through, mark_checked, recorded_gaps
 from medallion.generate import generate_customer_lines, generate_event_lines, write_file_atomically
 from medallion.layers import TaskParams, run_task
 from medallion.streams.flows import flow
+from medallion.streams.kafka_gaps import CHECK as KAFKA_GAPS_CHECK
+from medallion.streams.kafka_gaps import failure_text, kafka_data_loss_hint, record_kafka_gaps
 from medallion.streams.runner import PipelineError, run_available_now
 from medallion.tables import read_table
 
@@ -297,3 +301,150 @@ def test_sasl_credentials_come_from_the_environment(spark, tmp_path, monkeypatch
         monkeypatch.setenv("MEDALLION_KAFKA_PASSWORD", 's3cret "pw"')
         run_available_now(spark, config, flows=BRONZE)
         assert read_table(spark, config.table("bronze/events")).count() == len(values)
+
+
+# --- Records lost before they were read (docs/kafka.md) ---
+
+
+def _delete_records_before(broker: KafkaBroker, topic: str, offset: int, partition: int = 0):
+    """Delete a partition's records below ``offset`` (Kafka's deleteRecords, as retention
+    does): the partition's first offset becomes exactly ``offset``."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({**broker.client_config(), "log_level": 0})
+    for future in admin.delete_records([TopicPartition(topic, partition, offset)]).values():
+        assert future.result(timeout=60).low_watermark == offset
+
+
+def _recreate_topic(broker: KafkaBroker, topic: str) -> None:
+    """Delete a topic and create it again under the same name (its offsets restart at 0)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({**broker.client_config(), "log_level": 0})
+    admin.delete_topics([topic], operation_timeout=60)[topic].result(timeout=60)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            broker.create_topic(topic)
+            return
+        except Exception:  # noqa: BLE001 - still being deleted
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _run_and_check(spark, config: Config) -> None:
+    """An available-now bronze run between the gap checks the runner makes around it."""
+    record_kafka_gaps(spark, config, "bronze_events")
+    run_available_now(spark, config, flows=BRONZE)
+    record_kafka_gaps(spark, config, "bronze_events")
+
+
+def _offsets(spark, config: Config) -> list[int]:
+    rows = read_table(spark, config.table("bronze/events")).select("_kafka_offset").collect()
+    return sorted(row._kafka_offset for row in rows)
+
+
+def _gaps(spark, config: Config) -> list[tuple]:
+    return [
+        (
+            g["stream"],
+            g["kind"],
+            g["topic"],
+            g["kafka_partition"],
+            g["from_offset"],
+            g["until_offset"],
+        )
+        for g in recorded_gaps(spark, config)
+    ]
+
+
+def _event(n: int) -> str:
+    return json.dumps(
+        {"event_id": f"g{n}", "event_type": "view", "user_id": "u1", "product_id": "p1",
+         "event_timestamp": "2026-11-20T10:00:00Z"}
+    )  # fmt: skip
+
+
+def test_records_deleted_before_they_were_read_stop_bronze_until_the_loss_is_accepted(
+    spark, kafka_broker, tmp_path
+):
+    """Records expire (here: deleteRecords, exactly) between two runs. The default stops the
+    stream with the way out and writes nothing; --kafka-accept-data-loss reads what remains and
+    records the lost offsets, once, in <lake>/_system/data_gaps."""
+    topic = _topic("events")
+    kafka_broker.create_topic(topic)
+    produce(kafka_broker.bootstrap, topic, [_event(n) for n in range(10)])
+    config = _config(tmp_path / "lake", kafka_broker.bootstrap, topic)
+    _run_and_check(spark, config)
+    assert _offsets(spark, config) == list(range(10))
+
+    produce(kafka_broker.bootstrap, topic, [_event(n) for n in range(10, 20)])
+    _delete_records_before(kafka_broker, topic, 15)  # 10..14 were never read
+
+    with pytest.raises(PipelineError, match="bronze_events") as failure:
+        _run_and_check(spark, config)
+    hint = kafka_data_loss_hint(failure.value.__cause__, config)
+    assert hint is not None, failure_text(failure.value.__cause__)[-3000:]
+    assert f"{topic}-0 at offsets [10, 20) were gone" in hint
+    assert "--kafka-accept-data-loss" in hint and "--layer bronze" in hint
+    assert hint in str(failure.value)  # the run's one-line failure carries the way out
+    assert _offsets(spark, config) == list(range(10)), "bronze changed"
+    assert _gaps(spark, config) == []
+
+    # The next batch starts with records bronze does not keep (an empty value, a tombstone):
+    # a hole in bronze, but Kafka still has them, so nothing was lost there.
+    produce(kafka_broker.bootstrap, topic, ["", None, _event(22)])
+    accepting = _config(tmp_path / "lake", kafka_broker.bootstrap, topic, fail_on_data_loss=False)
+    _run_and_check(spark, accepting)  # replays the planned batch [10, 20), then [20, 23)
+
+    assert _offsets(spark, config) == [*range(10), *range(15, 20), 22]
+    lost = ("bronze_events", "kafka data loss", topic, 0, 10, 15)
+    assert _gaps(spark, config) == [lost]
+    detail = recorded_gaps(spark, config)[0]["detail"]
+    assert "records 10 to 14 expired (retention) or were deleted" in detail, detail
+
+    # A crash between recording and moving the watermark: the next check records it once.
+    checkpoint = config.checkpoint("bronze_events")
+    mark_checked(checkpoint, KAFKA_GAPS_CHECK, checked_through(checkpoint, KAFKA_GAPS_CHECK) - 2)
+    assert record_kafka_gaps(spark, accepting, "bronze_events") == []
+    # A later run, back to the default, records nothing new.
+    produce(kafka_broker.bootstrap, topic, [_event(23)])
+    _run_and_check(spark, config)
+    assert _offsets(spark, config)[-2:] == [22, 23]
+    assert _gaps(spark, config) == [lost]
+
+
+def test_a_recreated_topic_stops_bronze_and_accepting_records_what_spark_skipped(
+    spark, kafka_broker, tmp_path
+):
+    """A topic deleted and recreated with fewer records than bronze had read: its offsets go
+    back. The default stops; accepting, Spark skips the new topic's records below the new end
+    offset and reads on from there; both losses are recorded."""
+    topic = _topic("events")
+    kafka_broker.create_topic(topic)
+    produce(kafka_broker.bootstrap, topic, [_event(n) for n in range(5)])
+    config = _config(tmp_path / "lake", kafka_broker.bootstrap, topic)
+    _run_and_check(spark, config)
+    _recreate_topic(kafka_broker, topic)
+    produce(kafka_broker.bootstrap, topic, [_event(n) for n in range(100, 102)])
+
+    with pytest.raises(PipelineError) as failure:
+        _run_and_check(spark, config)
+    hint = kafka_data_loss_hint(failure.value.__cause__, config)
+    assert hint is not None and f"{topic}-0 went back from 5 to 2" in hint, hint
+    assert hint in str(failure.value)
+
+    produce(kafka_broker.bootstrap, topic, [_event(n) for n in range(102, 105)])
+    accepting = _config(tmp_path / "lake", kafka_broker.bootstrap, topic, fail_on_data_loss=False)
+    _run_and_check(spark, accepting)  # replays the planned batch (5 -> 2), then [2, 5)
+
+    # Spark skipped the new topic's g100 and g101 (offsets 0, 1) and read on from offset 2;
+    # bronze holds offsets 2 to 4 twice now, of the old topic and of the new one.
+    rows = read_table(spark, config.table("bronze/events")).collect()
+    assert sorted(int(r.event_id[1:]) for r in rows) == [0, 1, 2, 3, 4, 102, 103, 104]
+    assert sorted(_gaps(spark, config), key=repr) == [
+        ("bronze_events", "kafka data loss", topic, 0, 0, 2),  # the new topic's g100, g101
+        ("bronze_events", "kafka data loss", topic, 0, 5, None),  # the old topic, from 5 on
+    ]

@@ -20,12 +20,15 @@ from processes import start_medallion, wait_until
 
 from medallion.cli import main
 from medallion.config import Config, DeltaSourceOptions
+from medallion.gaps import recorded_gaps
 from medallion.generate import generate, write_file_atomically
 from medallion.ops.monitor import read_progress
 from medallion.ops.status import lake_status, render_status
 from medallion.streams.flows import FLOWS
 from medallion.streams.runner import PipelineError, run_available_now
+from medallion.streams.sources import landing_lines
 from medallion.tables import read_table, table_exists
+from medallion.transforms.bronze import to_bronze
 
 DAY = 24 * 3600
 
@@ -132,6 +135,72 @@ def test_a_landing_file_replaced_under_its_name_is_refused_and_shown_until_lande
     silver = read_table(spark, config.table("silver/events")).collect()
     assert sorted(r.event_id for r in silver) == ["r1", "r2", "r3"]
     assert lake_status(spark, config, str(landing))["streams"][0]["lag"]["replaced_files"] == []
+
+
+def _list_next_bronze_batch_then_die(spark, config: Config) -> None:
+    """What a crash leaves after Spark listed bronze's next batch and before it wrote it:
+    the batch's files are in the checkpoint's logs, nothing is in bronze."""
+
+    def die(batch, batch_id):
+        raise RuntimeError("killed before the batch was written")
+
+    query = (
+        to_bronze(landing_lines(spark, config, "events"))
+        .writeStream.foreachBatch(die)
+        .option("checkpointLocation", config.checkpoint("bronze_events"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception, match="killed before the batch was written"):
+        query.awaitTermination()
+
+
+def test_a_landed_file_deleted_before_it_was_read_is_refused_until_put_back_or_skipped_on_record(
+    spark, config, dirs
+):
+    landing, _ = dirs
+    _land(landing, "a.json", [_event("a1"), _event("a2")])
+    run_available_now(spark, config)
+    _land(landing, "b.json", [_event("b1"), _event("b2")])
+    _land(landing, "c.json", [_event("c1")])
+    _list_next_bronze_batch_then_die(spark, config)
+    gone = landing / "events" / "b.json"
+    kept = gone.read_bytes()
+    gone.unlink()
+
+    # Spark would replay the batch without the file and say nothing: the run refuses instead.
+    with pytest.raises(PipelineError) as refused:
+        run_available_now(spark, config)
+    message = str(refused.value)
+    assert message.startswith("stream 'bronze_events': a landed file listed for batch "), message
+    assert str(gone) in message and "--skip-missing-files" in message and "\n" not in message
+    assert _bronze_ids(spark, config) == {"a1", "a2"}
+
+    # Way out 1: put it back.
+    gone.write_bytes(kept)
+    run_available_now(spark, config)
+    assert _bronze_ids(spark, config) == {"a1", "a2", "b1", "b2", "c1"}
+    assert recorded_gaps(spark, config) == []
+
+    # Way out 2: accept the loss; it is recorded, and status shows it.
+    _land(landing, "d.json", [_event("d1")])
+    _list_next_bronze_batch_then_die(spark, config)
+    (landing / "events" / "d.json").unlink()
+    with pytest.raises(PipelineError, match="skip-missing-files"):
+        run_available_now(spark, config)
+    assert (
+        main(["run", "--landing", str(landing), "--lake", config.lake, "--skip-missing-files"]) == 0
+    )
+    gaps = recorded_gaps(spark, config)
+    assert [(g["stream"], g["kind"], g["file_path"]) for g in gaps] == [
+        ("bronze_events", "missing file", str(landing / "events" / "d.json"))
+    ]
+    run_available_now(spark, config)  # nothing more is recorded
+    assert len(recorded_gaps(spark, config)) == 1
+    assert_lake_matches(spark, config, expected_from(landing))
+    status = lake_status(spark, config, str(landing))
+    assert status["data_gaps"] == 1
+    assert "1 input gap recorded" in render_status(status)
 
 
 def test_a_bounded_backlog_and_an_alter_table_during_the_run_lose_nothing(

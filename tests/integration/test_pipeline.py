@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from lake_checks import assert_lake_matches, lake_snapshot
-from oracle import expected_from
+import pytest
+from lake_checks import assert_customers_match, assert_lake_matches, lake_snapshot
+from oracle import expected_customers, expected_from
 
+from medallion.config import Config
 from medallion.generate import FaultRates, generate, write_file_atomically
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
@@ -34,16 +37,22 @@ HOSTILE_LINES = [
 ]
 
 
-def test_generated_data_with_every_fault_matches_the_oracle(spark, config, dirs):
-    landing, _ = dirs
-    generate(str(landing), events=1500, customers=100, files=4, seed=3)
+def test_generated_data_with_every_fault_matches_the_oracle(spark, dirs):
+    landing, lake = dirs
+    # Three files a micro-batch, so re-sent copies (a third of them altered) and tied customer
+    # changes arrive in the same file, in another file of the same batch and in a later batch.
+    config = Config(landing=str(landing), lake=str(lake), max_files_per_trigger=3)
+    faults = FaultRates(altered_duplicate=0.3)
+    generate(str(landing), events=1500, customers=100, files=4, seed=3, faults=faults)
     write_file_atomically(str(landing / "events"), "hostile.json", HOSTILE_LINES, crlf=True)
     # Temp files of writers that have not renamed yet: never read (the oracle skips them too).
     for hidden in (".part.json.tmp", "_incomplete.json"):
         (landing / "events" / hidden).write_text(HOSTILE_LINES[0] + "\n")
     report = run_available_now(spark, config)
+    assert report.batches["bronze_events"] >= 2
     expected = expected_from(landing)
     assert_lake_matches(spark, config, expected)
+    assert_customers_match(spark, config, expected_customers(landing))
     assert (
         read_table(spark, config.table("bronze/events"))
         .where("_source_file LIKE '%/.%' OR _source_file LIKE '%/\\_%'")
@@ -63,6 +72,28 @@ def test_generated_data_with_every_fault_matches_the_oracle(spark, config, dirs)
     assert all(t.rows_out == 0 for t in again.tables)
     assert lake_snapshot(spark, config) == before
 
+    # Bronze is compared line by line, not only counted: one line altered in place (the row
+    # count unchanged) is reported with the line it has and the line it lacks.
+    bronze = config.table("bronze/events").sql_name
+    spark.sql(f"ALTER TABLE {bronze} SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
+    spark.sql(f"UPDATE {bronze} SET _raw = concat(_raw, ' ') WHERE event_id = 'h2'")
+    assert read_table(spark, config.table("bronze/events")).count() == expected.bronze_lines
+    with pytest.raises(AssertionError, match=r'bronze/events: .* 1 extra, .*"h2".* 1 missing'):
+        assert_lake_matches(spark, config, expected)
+
+
+def _objects(lines: list[str]) -> list[dict]:
+    """The lines that are JSON objects, parsed (malformed and blank lines skipped)."""
+    out = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
 
 def test_reruns_process_only_new_files_and_late_events_update_their_windows(spark, config, dirs):
     landing, _ = dirs
@@ -79,16 +110,23 @@ def test_reruns_process_only_new_files_and_late_events_update_their_windows(spar
         '{"event_id": "late-1", "event_type": "purchase", "user_id": "c00001", "product_id": "p0001", "revenue": 10, "event_timestamp": "2025-11-20T10:15:00Z"}',
         '{"event_id": "late-2", "event_type": "view", "user_id": "c00002", "product_id": "p0001", "event_timestamp": "2025-11-20T10:59:59.999+00:00"}',
     ]
-    write_file_atomically(str(landing / "events"), "second.json", late + old_lines[:50])
+    # Re-sent copies that differ from the first arrival (another product): silver keeps the
+    # first, so gold does not move either.
+    altered = [
+        json.dumps({**record, "product_id": "p9999"}) for record in _objects(old_lines[50:70])
+    ]
+    resent = late + old_lines[:50] + altered
+    write_file_atomically(str(landing / "events"), "second.json", resent)
     report = run_available_now(spark, config)
-    assert report.table("bronze/events").rows_out == len(
-        [x for x in late + old_lines[:50] if x.strip()]
-    )
+    assert report.table("bronze/events").rows_out == len([x for x in resent if x.strip()])
     assert (
         read_table(spark, config.table("bronze/events")).count()
         == bronze_before + report.table("bronze/events").rows_out
     )
     assert_lake_matches(spark, config, expected_from(landing))
+    assert (
+        read_table(spark, config.table("silver/events")).where("product_id = 'p9999'").count() == 0
+    )
     late_window = (
         read_table(spark, config.table("gold/hourly_product_metrics"))
         .where("product_id = 'p0001' AND window_start = TIMESTAMP '2025-11-20 10:00:00'")

@@ -40,13 +40,14 @@ SEED = int(os.environ.get("RELIABILITY_SEED", "2026"))
 
 # Tables whose content depends on where micro-batch boundaries fall, so they are checked by
 # their invariants instead of equality with an uninterrupted run: the audit trail (one change
-# row per applied change), tombstones (only DELETEs that won their batch), and revenue by
-# country (a purchase takes its customer's country as known when it is processed).
+# row per applied change), and revenue by country (a purchase takes its customer's country
+# as known when it is processed).
 # The first kills land before the lake exists: as soon as the first run starts creating its
 # tables, then at a random moment of the next run's start-up (session, tables, registration).
 EARLY_MOMENTS = ("table creation", "start-up")
-# Then, in turn, a random moment and a stream killed mid-batch: an append, MERGEs, a CDF-fed
-# gold.
+# Then a stream killed mid-batch (an append, MERGEs, a CDF-fed gold), and a run held between
+# two writes of one foreachBatch (medallion/faults.py) and killed there, with random moments
+# in between.
 MID_BATCH_TARGETS = (
     "bronze_events",
     "silver_events",
@@ -54,10 +55,13 @@ MID_BATCH_TARGETS = (
     "gold_hourly_product_metrics",
     "gold_daily_revenue_by_country",
 )
+PAUSE_POINTS = (
+    "silver_events:quarantined",  # quarantine appended, silver not merged yet
+    "silver_customers:customers_merged",  # customers merged, tombstones not yet
+)
 
 BATCHING_DEPENDENT = {
     "gold/customer_changes",
-    "silver/customer_tombstones",
     "gold/daily_revenue_by_country",
 }
 
@@ -89,12 +93,20 @@ class Feeder(threading.Thread):
 
 
 def _schedule(kills: int) -> list[str]:
-    """When each kill lands: an early moment, ``random``, or the stream to kill mid-batch."""
+    """When each kill lands: an early moment, ``random``, a stream to kill mid-batch, or a
+    pause point. Every target comes once (with a random moment between targets while kills
+    last) before any comes again."""
     moments = list(EARLY_MOMENTS[:kills])
-    for n in range(kills - len(moments)):
-        moments.append(
-            "random" if n % 2 == 0 else MID_BATCH_TARGETS[(n // 2) % len(MID_BATCH_TARGETS)]
-        )
+    targets: list[str] = []
+    randoms = kills - len(moments) - len(PAUSE_POINTS) - len(MID_BATCH_TARGETS)
+    while len(moments) < kills:
+        if not targets:
+            targets = [*PAUSE_POINTS, *MID_BATCH_TARGETS]
+        if randoms > 0 and moments[-1] != "random":
+            moments.append("random")
+            randoms -= 1
+        else:
+            moments.append(targets.pop(0))
     return moments
 
 
@@ -102,8 +114,9 @@ def _deliveries(staging: Path, landing: Path, schedule: list[str]) -> list[list[
     """The generated files as one delivery per run, so every run has new input to work on.
 
     Event files go round-robin to every run. The (up to four) customer files go to the runs
-    killed while silver_customers, then bronze_events, silver_events and gold have a batch in
-    flight, so each targeted stream has work when its kill comes.
+    held between the customers and tombstones MERGEs, or killed while silver_customers,
+    bronze_events or silver_events have a batch in flight, so each has work when its kill
+    comes.
     """
     kills = len(schedule)
     files = max(12, EVENTS // 150)
@@ -113,7 +126,12 @@ def _deliveries(staging: Path, landing: Path, schedule: list[str]) -> list[list[
     random.Random(SEED).shuffle(events)
     for n, path in enumerate(events):
         deliveries[n % kills].append((path, landing / "events" / path.name))
-    order = ("silver_customers", "bronze_events", "silver_events", "gold_hourly_product_metrics")
+    order = (
+        "silver_customers:customers_merged",
+        "silver_customers",
+        "bronze_events",
+        "silver_events",
+    )
     targeted = [schedule.index(t) for t in order if t in schedule] or [0]
     for n, path in enumerate(sorted(staging.glob("customers/*.json"))):
         deliveries[targeted[n % len(targeted)]].append((path, landing / "customers" / path.name))
@@ -171,10 +189,13 @@ def test_repeated_sigkill_then_sigterm_then_available_now_converges(spark, dirs,
 
     kill_log = []
     process = None
+    pauses = tmp_path / "pauses"
+    pauses.mkdir()
     try:
         for kill, when in enumerate(schedule):
             run_log = tmp_path / f"run-{kill}.log"
-            process = start_medallion(*args, log_path=run_log)
+            env = {"MEDALLION_PAUSE_AT": when, "MEDALLION_PAUSE_DIR": str(pauses)}
+            process = start_medallion(*args, log_path=run_log, env=env)
             started = time.monotonic()
 
             def alive_and(predicate, process=process):
@@ -195,6 +216,9 @@ def test_repeated_sigkill_then_sigterm_then_available_now_converges(spark, dirs,
                 if when == "random":
                     time.sleep(rng.uniform(0.5, 6.0))
                     moment = "random"
+                elif when in PAUSE_POINTS:  # held between two writes of one batch
+                    found = wait_until(alive_and(lambda p=pauses / when: p.exists()), 120, 0.05)
+                    moment = f"paused at {when}" if found else f"timeout {when}"
                 else:  # while the stream has a batch planned but not committed
                     found = wait_until(
                         alive_and(lambda t=when: batch_in_flight(checkpoints[t])), 90, 0.02
@@ -206,7 +230,7 @@ def test_repeated_sigkill_then_sigterm_then_available_now_converges(spark, dirs,
             kill_log.append((kill, moment, round(time.monotonic() - started, 1)))
         feeder.finish(timeout=600)
         print("kills:", kill_log)
-        # Every targeted kill landed while its stream had a batch in flight.
+        # Every targeted kill landed while its stream had a batch in flight, or at its point.
         missed = [entry for entry in kill_log if entry[1].startswith("timeout")]
         assert not missed, kill_log
 

@@ -1,9 +1,11 @@
 """The first-arrival tie-break of silver, in batch: Kafka records by partition and offset as
-numbers, not by the text of their ``kafka://<topic>/<partition>/<offset>`` address."""
+numbers, not by the text of their ``kafka://<topic>/<partition>/<offset>`` address; tied
+customer changes by content first."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 from pyspark.sql import functions as F
 
@@ -82,18 +84,67 @@ def test_lines_from_files_are_still_ordered_by_file(spark):
     assert tuple(silver.columns) == SILVER_EVENT_COLUMNS
 
 
-def test_a_tied_customer_change_is_taken_from_the_lower_offset(spark):
-    def change(name: str) -> str:
-        return (
-            f'{{"customer_id": "c1", "name": "{name}", "operation": "UPDATE", "sequence_num": 7, '
-            '"updated_at": "2026-11-20T10:00:00Z"}'
+def test_tied_customer_changes_are_decided_by_content_and_only_then_by_offset(spark):
+    """Changes that tie on (sequence_num, operation, updated_at): the greatest content wins
+    (a missing value lowest), wherever it arrived; identical content keeps the lower offset."""
+
+    def change(cid: str, name: str | None, at: str = "2026-11-20T10:00:00Z") -> str:
+        return json.dumps(
+            {
+                "customer_id": cid,
+                "name": name,
+                "operation": "UPDATE",
+                "sequence_num": 7,
+                "updated_at": at,
+            }
         )
 
-    lines = kafka_lines(spark, [(change("from-offset-10"), 0, 10), (change("from-offset-9"), 0, 9)])
+    lines = kafka_lines(
+        spark,
+        [
+            (change("c1", "b"), 0, 10),
+            (change("c1", "a"), 0, 9),
+            (change("c2", "same"), 0, 12),
+            (change("c2", "same", at="2026-11-20T11:00:00+01:00"), 0, 11),  # the same instant
+            (change("c3", None), 0, 1),
+            (change("c3", ""), 0, 2),
+        ],
+    )
     newest = latest_change_per_customer(
         valid_changes(validate_changes(to_bronze(lines, CUSTOMER_FIELDS)))
     )
-    assert [(row.name, row._source_file) for row in newest.collect()] == [
-        ("from-offset-9", "kafka://t/0/9")
-    ]
+    got = {row.customer_id: (row.name, row._source_file) for row in newest.collect()}
+    assert got == {
+        "c1": ("b", "kafka://t/0/10"),
+        "c2": ("same", "kafka://t/0/11"),
+        "c3": ("", "kafka://t/0/2"),
+    }
     assert tuple(newest.columns) == CHANGE_COLUMNS
+
+
+def test_copies_in_one_file_are_decided_by_content_revenue_and_category_included(spark):
+    """Lines of one file carry no position in bronze: the least copy wins, whatever the line
+    order, also when only revenue or category differ (a missing category first)."""
+
+    def purchase(eid: str, revenue: float, category: str | None) -> str:
+        record = {
+            "event_id": eid,
+            "event_type": "purchase",
+            "user_id": "u1",
+            "product_id": "p1",
+            "revenue": revenue,
+            "event_timestamp": "2026-11-20T10:00:00Z",
+        }
+        return json.dumps(record if category is None else {**record, "category": category})
+
+    lines = [
+        purchase("e1", 10, "toys"),
+        purchase("e1", 5, "toys"),
+        purchase("e2", 7, "toys"),
+        purchase("e2", 7, None),
+    ]
+    df = spark.createDataFrame(
+        [(line, "f.json") for line in lines], "value string, _source_file string"
+    ).withColumn("_ingested_at", F.lit(BATCH_TIME))
+    got = {r.event_id: (int(r.revenue), r.category) for r in silver_rows(to_bronze(df)).collect()}
+    assert got == {"e1": (5, "toys"), "e2": (7, None)}

@@ -102,26 +102,36 @@ def local_path(uri: str) -> str:
     return uri
 
 
-def ingested_file_times(checkpoint: str, up_to_batch: int | None = None) -> dict[str, int]:
-    """The files a file-source stream has taken, by batches up to ``up_to_batch`` (inclusive),
-    each with its modification time (epoch ms) when it was read.
+def source_log(checkpoint: str) -> list[tuple[str, int, int]]:
+    """What a file-source stream took: (path as logged, modification time in epoch ms, batch).
 
     Read from ``sources/0``: every batch file and every ``.compact`` file (which repeats the
-    batches before it), so old batch files that were cleaned up lose nothing.
+    batches before it), so old batch files that were cleaned up lose nothing. Paths are URIs
+    such as ``file:///landing/events/a.json``, as bronze's ``_source_file`` holds them.
     """
     folder = os.path.join(checkpoint, "sources", "0")
     if not os.path.isdir(folder):
-        return {}
-    files: dict[str, int] = {}
+        return []
+    entries: dict[str, tuple[str, int, int]] = {}
     for name in os.listdir(folder):
         stem = name.removesuffix(".compact")
         if not stem.isdigit():
             continue
         for entry in _log_entries(os.path.join(folder, name)):
             record = json.loads(entry)
-            if up_to_batch is None or int(record.get("batchId", 0)) <= up_to_batch:
-                files[local_path(record["path"])] = int(record.get("timestamp", 0))
-    return files
+            path = record["path"]
+            entries[path] = (path, int(record.get("timestamp", 0)), int(record.get("batchId", 0)))
+    return list(entries.values())
+
+
+def ingested_file_times(checkpoint: str, up_to_batch: int | None = None) -> dict[str, int]:
+    """The files a file-source stream has taken, by batches up to ``up_to_batch`` (inclusive),
+    each as a local path with its modification time (epoch ms) when it was read."""
+    return {
+        local_path(path): mtime
+        for path, mtime, batch in source_log(checkpoint)
+        if up_to_batch is None or batch <= up_to_batch
+    }
 
 
 def ingested_files(checkpoint: str, up_to_batch: int | None = None) -> set[str]:
@@ -166,22 +176,21 @@ def replaced_files(checkpoint: str, record: bool = True) -> list[ReplacedFile]:
     (with ``record``; ``status`` only reads). Files no longer in the landing folder are not
     replaced ones. Only local (or FUSE-mounted) landing folders are checked.
     """
-    read = ingested_file_times(checkpoint)
+    committed = committed_batch(checkpoint)
+    if committed is None:
+        return []
+    # A batch planned but not committed reads its files again, as they are, when replayed.
+    read = ingested_file_times(checkpoint, up_to_batch=committed)
     sizes_path = os.path.join(checkpoint, LANDED_SIZES)
-    known: dict[str, int] = {}
-    if os.path.isfile(sizes_path):
-        with open(sizes_path, encoding="utf-8") as handle:
-            for line in handle:
-                with contextlib.suppress(ValueError, KeyError):
-                    entry = json.loads(line)
-                    known[entry["path"]] = int(entry["size"])
+    known, known_mtimes = _recorded_reads(sizes_path)
     replaced, first_seen = [], []
-    for path, read_mtime in sorted(read.items()):
+    for path, logged_mtime in sorted(read.items()):
         try:
             stat = os.stat(path)
         except OSError:
             continue  # gone, or not a local path
         mtime = stat.st_mtime_ns // 1_000_000  # as Hadoop reports it: whole milliseconds
+        read_mtime = known_mtimes.get(path, logged_mtime)
         size = known.get(path)
         if mtime != read_mtime or (size is not None and size != stat.st_size):
             replaced.append(ReplacedFile(path, read_mtime, mtime, size, stat.st_size))
@@ -191,6 +200,45 @@ def replaced_files(checkpoint: str, record: bool = True) -> list[ReplacedFile]:
         with open(sizes_path, "a", encoding="utf-8") as handle:
             handle.writelines(json.dumps(entry) + "\n" for entry in first_seen)
     return replaced
+
+
+def _recorded_reads(sizes_path: str) -> tuple[dict[str, int], dict[str, int]]:
+    """(size, modification time) of each read file, as recorded beside the log; later lines
+    win (see :func:`note_pending_reads`)."""
+    sizes: dict[str, int] = {}
+    mtimes: dict[str, int] = {}
+    if os.path.isfile(sizes_path):
+        with open(sizes_path, encoding="utf-8") as handle:
+            for line in handle:
+                with contextlib.suppress(ValueError, KeyError):
+                    entry = json.loads(line)
+                    sizes[entry["path"]] = int(entry["size"])
+                    mtimes[entry["path"]] = int(entry["mtime"])
+    return sizes, mtimes
+
+
+def note_pending_reads(checkpoint: str) -> None:
+    """The files of a batch planned but not committed are read as they are now when the batch
+    is replayed: record their time and size now as the ones read, when they changed since they
+    were listed (a file put back after it went missing), so they are not taken for replaced."""
+    planned, committed = planned_batch(checkpoint), committed_batch(checkpoint)
+    if planned is None or (committed is not None and planned <= committed):
+        return
+    done = -1 if committed is None else committed
+    changed = []
+    for path, listed_mtime, batch in source_log(checkpoint):
+        if batch <= done:
+            continue
+        try:
+            stat = os.stat(local_path(path))
+        except OSError:
+            continue
+        mtime = stat.st_mtime_ns // 1_000_000
+        if mtime != listed_mtime:
+            changed.append({"path": local_path(path), "mtime": mtime, "size": stat.st_size})
+    if changed:
+        with open(os.path.join(checkpoint, LANDED_SIZES), "a", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(entry) + "\n" for entry in changed)
 
 
 def landed_files(folder: str) -> set[str]:

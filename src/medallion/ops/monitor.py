@@ -31,9 +31,9 @@ from typing import Any, TextIO, TypeVar
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-from medallion.config import Config, TableRef, quote_identifier
+from medallion.config import Config, TableRef
 from medallion.session import is_connect_session
-from medallion.tables import create_delta_table, read_table, table_exists
+from medallion.tables import append_rows, create_delta_table, read_table, table_exists
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +57,7 @@ PROGRESS_PROPERTIES = {
 
 def progress_table(config: Config) -> TableRef:
     """Where the progress events of a lake are kept: ``<lake>/_system/stream_progress``."""
-    if config.uses_unity_catalog:
-        name = quote_identifier(config.catalog or "", config.schema, "system_stream_progress")
-        return TableRef("_system", "stream_progress", None, name)
-    path = f"{config.lake}/_system/stream_progress"
-    return TableRef(
-        "_system",
-        "stream_progress",
-        path,
-        quote_identifier(config.schema, "system_stream_progress"),
-    )
+    return config.system_table("stream_progress")
 
 
 def create_progress_table(spark: SparkSession, config: Config) -> TableRef:
@@ -184,13 +175,7 @@ def write_progress(spark: SparkSession, config: Config, rows: list[dict[str, Any
     """Append progress rows to the progress table (created when missing)."""
     if not rows:
         return
-    table = create_progress_table(spark, config)
-    df = spark.createDataFrame(rows, PROGRESS_SCHEMA)
-    writer = df.write.format("delta").mode("append")
-    if table.path is not None:
-        writer.save(table.path)
-    else:
-        writer.saveAsTable(table.qualified_name)
+    append_rows(spark, create_progress_table(spark, config), rows, PROGRESS_SCHEMA)
 
 
 def wait_for_listener_bus(spark: SparkSession, timeout_seconds: float = 30.0) -> None:

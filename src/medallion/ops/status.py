@@ -9,7 +9,7 @@ Lag is read from the checkpoints, so it is right whether the streams run or not:
   checkpoint's last committed offsets (``reservoirVersion``).
 
 Throughput comes from the last batch with input rows recorded in
-``<lake>/_system/stream_progress``.
+``<lake>/_system/stream_progress``; input lost before it was read, from ``_system/data_gaps``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config, TableRef
+from medallion.gaps import describe_gap, gaps_table, recorded_gaps
 from medallion.ops import checkpoints
 from medallion.ops.lineage import stream_source
 from medallion.ops.maintain import stream_lags
@@ -135,10 +136,14 @@ def lake_status(spark: SparkSession, config: Config, landing: str | None = None)
     """Everything ``medallion status`` shows, as plain data (what ``--json`` prints)."""
     tables = [*config.tables(), progress_table(config)]
     progress = _last_progress(spark, config)
+    gaps = recorded_gaps(spark, config)
     return {
         "lake": config.lake,
         "tables": [table_status(spark, t) for t in tables],
         "streams": [stream_status(spark, config, f, landing, progress) for f in FLOWS],
+        "data_gaps": len(gaps),
+        "gaps_table": gaps_table(config).key,
+        "latest_gaps": [describe_gap(gap) for gap in gaps[-5:]],
     }
 
 
@@ -184,6 +189,14 @@ def render_status(status: dict[str, Any]) -> str:
             f"{s['stream']:<31}{batch:>6}{'-' if rate is None else rate:>9}  "
             f"{progress.get('at') or '-':<21}{_lag_text(s['lag'])}"
         )
+    gaps = status.get("data_gaps", 0)
+    if gaps:
+        lines += [
+            "",
+            f"{gaps} input gap{'s' if gaps > 1 else ''} recorded in {status['gaps_table']} "
+            "(input lost before it was read; docs/operations.md), the latest:",
+            *(f"  {text}" for text in status["latest_gaps"]),
+        ]
     return "\n".join(lines)
 
 

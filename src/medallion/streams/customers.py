@@ -10,6 +10,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.contracts import CUSTOMER_FIELDS
+from medallion.faults import pause_point
 from medallion.streams.sinks import (
     Trigger,
     append_batch,
@@ -81,9 +82,10 @@ def silver_customers_batch(config: Config, checkpoint: str) -> Callable[[DataFra
     Invalid changes go to quarantine. Valid ones are reduced to each customer's newest change,
     changes not newer than a recorded DELETE are dropped, and one MERGE applies the rest:
     newer UPDATE/INSERT rows replace older ones, a newer DELETE removes the row (a ``delete``
-    in the Change Data Feed), older changes change nothing. Each DELETE is kept in
-    ``silver/customer_tombstones`` so that an older change arriving later cannot bring the
-    customer back; a newer INSERT can. All writes carry ``txnAppId``/``txnVersion``.
+    in the Change Data Feed), older changes change nothing. Each customer's newest DELETE is
+    kept in ``silver/customer_tombstones`` (whether or not a newer change followed it in the
+    batch) so that an older change arriving later cannot bring the customer back; a newer
+    INSERT can. All writes carry ``txnAppId``/``txnVersion``.
     """
     customers = config.table("silver/customers")
     tombstones = config.table("silver/customer_tombstones")
@@ -96,10 +98,17 @@ def silver_customers_batch(config: Config, checkpoint: str) -> Callable[[DataFra
         validated = validate_changes(batch).persist()
         try:
             invalid_count = validated.where(F.col("reason").isNotNull()).count()
-            newest = latest_change_per_customer(valid_changes(validated))
+            changes = valid_changes(validated)
+            newest = latest_change_per_customer(changes)
             # Both MERGEs below read the tombstones as they were before this batch: the
             # customers MERGE runs first, and the tombstones MERGE only adds newer DELETEs.
             live = newer_than_tombstones(newest, read_table(spark, tombstones))
+            # Each customer's newest DELETE of the batch, even one a newer change overrides:
+            # the tombstones then hold every customer's newest DELETE ever seen, whatever the
+            # batch boundaries.
+            deletes = latest_change_per_customer(changes.where("operation = 'DELETE'")).select(
+                "customer_id", "sequence_num", "updated_at", "_ingested_at"
+            )
             with idempotent_writes(spark, app_id(spark), batch_id):
                 if invalid_count:
                     append_batch(quarantined_changes(validated), quarantine)
@@ -110,9 +119,7 @@ def silver_customers_batch(config: Config, checkpoint: str) -> Callable[[DataFra
                     ["customer_id"],
                     _apply_changes_clauses(),
                 )
-                deletes = live.where("operation = 'DELETE'").select(
-                    "customer_id", "sequence_num", "updated_at", "_ingested_at"
-                )
+                pause_point("silver_customers:customers_merged")  # crash tests only
                 merge_into(spark, tombstones, deletes, ["customer_id"], _RECORD_TOMBSTONES)
         finally:
             validated.unpersist()

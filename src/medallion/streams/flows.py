@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
+from medallion.faults import pause_point
 from medallion.ops.schema import check_table_schema
 from medallion.streams import customers
 from medallion.streams.sinks import (
@@ -87,6 +88,7 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
             with idempotent_writes(spark, app_id(spark), batch_id):
                 if invalid_count:
                     append_batch(quarantined_events(validated), quarantine)
+                    pause_point("silver_events:quarantined")  # crash tests only
                 merge_insert_new(
                     spark,
                     silver,

@@ -294,6 +294,9 @@ def reader_options(
 
     Offsets live only in the stream's checkpoint: Spark assigns partitions itself and commits
     nothing to Kafka consumer groups. ``startingOffsets`` only applies to a new checkpoint.
+    ``failOnDataLoss`` is always explicit: "true" (the default) stops the stream when records it
+    has not read are gone; "false" reads what remains (medallion/streams/kafka_gaps.py records
+    what was skipped).
     """
     kafka = config.kafka
     if not kafka.bootstrap_servers:
@@ -306,6 +309,7 @@ def reader_options(
         "maxOffsetsPerTrigger": str(
             kafka.max_offsets_per_trigger or DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER
         ),
+        "failOnDataLoss": "true" if kafka.fail_on_data_loss else "false",
     }
     overlap = set(options) & set(security or {})
     if overlap:

@@ -15,6 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.conflicts import is_concurrent_metadata_change
+from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
 from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, monitored, progress_table
 from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_in
@@ -22,12 +23,20 @@ from medallion.parallel import in_parallel
 from medallion.session import is_connect_session
 from medallion.streams.checkpoints import lost_checkpoint, replaced_landing_files
 from medallion.streams.flows import FLOWS, Flow, flows_by_layer
+from medallion.streams.kafka_gaps import kafka_data_loss_hint, record_kafka_gaps
+from medallion.streams.missing_files import (
+    missing_file_hint,
+    missing_files_refusal,
+    record_missing_files,
+    start_checking,
+)
 from medallion.streams.sinks import Trigger
 from medallion.tables import ensure_tables, history, read_table
 
 log = logging.getLogger(__name__)
 
-# How often a streaming run checks that no landing file it read was replaced since.
+# How often a streaming run checks that no landing file it read was replaced since, and
+# records input lost before it was read.
 LANDING_CHECK_SECONDS = 30.0
 
 
@@ -86,10 +95,14 @@ def _short(error: BaseException) -> str:
 
 
 def describe_failure(flow: Flow, config: Config, error: BaseException) -> PipelineError:
-    """A PipelineError that says which stream failed, where, and why."""
+    """A PipelineError that says which stream failed, where, why, and the way out when
+    there is a documented one."""
+    text = getattr(error, "desc", None) or str(error)
+    hints = [missing_file_hint(text), kafka_data_loss_hint(error, config)]
+    way_out = "".join(f"; {hint}" for hint in hints if hint)
     return PipelineError(
         f"stream '{flow.name}' ({flow.reads} -> {', '.join(flow.writes)}) failed; "
-        f"checkpoint {config.checkpoint(flow.name)}: {_short(error)}"
+        f"checkpoint {config.checkpoint(flow.name)}: {_short(error)}{way_out}"
     )
 
 
@@ -146,7 +159,7 @@ def _summarize(
 
 def _prepare(spark: SparkSession, config: Config) -> None:
     progress = (progress_table(config), PROGRESS_SCHEMA, PROGRESS_PROPERTIES)
-    ensure_tables(spark, config, more=[progress])
+    ensure_tables(spark, config, more=[progress, gaps_table_spec(config)])
     for dataset in ("events", "customers") if config.source == "files" else ():
         path = config.landing_dir(dataset)
         if "://" not in path and not path.startswith("/Volumes/"):
@@ -186,10 +199,25 @@ def _refuse_unsafe_starts(spark: SparkSession, config: Config, flows: Sequence[F
     """Before a run touches anything: refuse a flow whose checkpoint was lost while its tables
     hold data, or one that read a landing file that has been replaced since."""
     for flow in flows:
-        refusal = lost_checkpoint(spark, config, flow.name, flow.writes)
+        refusal = lost_checkpoint(spark, config, flow.name, flow.writes) or missing_files_refusal(
+            config, flow.name, flow.reads
+        )
         if refusal:
             raise PipelineError(refusal)
     _check_landing(config, flows)
+
+
+def _record_gaps(spark: SparkSession, config: Config, flows: Sequence[Flow]) -> None:
+    """Record input that bronze lost before it could read it (medallion/gaps.py), for the
+    batches committed since the last check: a run catches up on one a crash cut short."""
+    for flow in flows:
+        if flow.layer != "bronze":
+            continue
+        if config.source == "kafka":
+            record_kafka_gaps(spark, config, flow.name)
+        else:
+            start_checking(config, flow.name, flow.reads)
+            record_missing_files(spark, config, flow.name, flow.reads, flow.writes[0])
 
 
 def _start(spark: SparkSession, config: Config, flow: Flow, trigger: Trigger) -> StreamingQuery:
@@ -220,6 +248,7 @@ def run_available_now(
 def _run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, ...]) -> RunReport:
     _refuse_unsafe_starts(spark, config, flows)
     _prepare(spark, config)
+    _record_gaps(spark, config, flows)
     before = _versions(spark, config)
     trigger = Trigger(available_now=True)
     finished: dict[str, StreamingQuery] = {}
@@ -234,6 +263,7 @@ def _run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, .
             finished.update(_run_group(spark, config, layer, group, trigger))
         layer_seconds[layer] = round(time.monotonic() - started, 3)
     _check_landing(config, flows)  # replaced while this run read the folder
+    _record_gaps(spark, config, flows)
     report = _summarize(spark, config, before, finished)
     report.layer_seconds = layer_seconds
     return report
@@ -330,6 +360,7 @@ def _run_streaming(
         )
     _refuse_unsafe_starts(spark, config, flows)
     _prepare(spark, config)
+    _record_gaps(spark, config, flows)
     before = _versions(spark, config)
     trigger = Trigger(available_now=False, interval_seconds=config.trigger_interval_seconds)
     running: list[tuple[Flow, StreamingQuery]] = []
@@ -342,6 +373,10 @@ def _run_streaming(
         while not stop.wait(0.5):
             if time.monotonic() >= next_landing_check:
                 _check_landing(config, [f for f, _ in running])
+                try:
+                    _record_gaps(spark, config, flows)
+                except PySparkException as error:  # the next check catches up
+                    log.warning("could not check for input gaps yet: %s", _short(error))
                 next_landing_check = time.monotonic() + LANDING_CHECK_SECONDS
             for position, (flow, query) in enumerate(running):
                 if not query.isActive:
@@ -357,4 +392,5 @@ def _run_streaming(
     finally:
         # One deadline for all queries, so a stop takes at most stop_timeout_seconds in all.
         _stop_all([query for _, query in running], time.monotonic() + config.stop_timeout_seconds)
+    _record_gaps(spark, config, flows)
     return _summarize(spark, config, before, {f.name: q for f, q in running})

@@ -40,6 +40,8 @@ def landing_lines(spark: SparkSession, config: Config, dataset: str) -> DataFram
             )
     else:
         reader = spark.readStream.format("text").option("maxFileAge", NO_FILE_AGE_LIMIT)
+        if config.skip_missing_files:  # the loss is recorded (streams/missing_files.py)
+            reader = reader.option("ignoreMissingFiles", "true")
         if config.max_files_per_trigger is not None:
             reader = reader.option("maxFilesPerTrigger", str(config.max_files_per_trigger))
         else:

@@ -23,15 +23,28 @@ UNKNOWN_COUNTRY = "unknown"
 
 # Changes of one customer are ordered by (sequence_num, operation rank, updated_at): on an equal
 # sequence number a DELETE beats an UPDATE, which beats an INSERT, then the later updated_at
-# wins. The same order decides within a batch and, in the MERGE, across batches.
+# wins. Changes that tie on those three are ordered by their content (name, email, country,
+# segment, compared as text, a missing value lowest), so the greatest change wins whatever the
+# order of arrival. The same order decides within a batch and, in the MERGE, across batches.
 _OPERATION_RANK_SQL = "CASE {a}operation WHEN 'DELETE' THEN 3 WHEN 'UPDATE' THEN 2 ELSE 1 END"
+CONTENT_ORDER_COLUMNS = ("name", "email", "country", "segment")
 
 
-def change_order_sql(alias: str = "") -> str:
-    """SQL for the ordering key of a change, for comparisons such as ``s.key > t.key``."""
+def sequence_order_sql(alias: str = "") -> str:
+    """SQL for (``sequence_num``, operation rank, ``updated_at``): the part of the ordering key
+    that a tombstone (a DELETE without its content) can be compared with."""
     a = f"{alias}." if alias else ""
     rank = _OPERATION_RANK_SQL.format(a=a)
     return f"named_struct('seq', {a}sequence_num, 'rank', {rank}, 'at', {a}updated_at)"
+
+
+def change_order_sql(alias: str = "") -> str:
+    """SQL for the ordering key of a change, for comparisons such as ``s.key > t.key``:
+    :func:`sequence_order_sql`, then the content columns, so that two different changes never
+    tie. (Spark orders a NULL field of a struct below any value, in comparisons and sorts.)"""
+    a = f"{alias}." if alias else ""
+    content = ", ".join(f"'{c}', {a}{c}" for c in CONTENT_ORDER_COLUMNS)
+    return f"named_struct('key', {sequence_order_sql(alias)}, {content})"
 
 
 def validate_changes(bronze: DataFrame) -> DataFrame:
@@ -69,8 +82,10 @@ def quarantined_changes(validated: DataFrame) -> DataFrame:
 
 
 def latest_change_per_customer(changes: DataFrame) -> DataFrame:
-    """One change per customer: the one with the highest ``sequence_num`` (on a tie of
-    :func:`change_order_sql`, the first to arrive: see ``arrival_order``).
+    """One change per customer: the greatest by :func:`change_order_sql` (``sequence_num``,
+    operation, ``updated_at``, then content). Only changes equal in all of these, which carry
+    the same values, are left to arrival order (see ``arrival_order``): the first one's
+    ``_ingested_at`` and ``_source_file`` are kept.
 
     A MERGE fails when several source rows match one target row, so every batch goes through
     this first.
@@ -83,7 +98,11 @@ def latest_change_per_customer(changes: DataFrame) -> DataFrame:
 
 
 def newer_than_tombstones(changes: DataFrame, tombstones: DataFrame) -> DataFrame:
-    """Drop changes that are not newer than their customer's recorded DELETE."""
+    """Drop changes that are not newer than their customer's recorded DELETE.
+
+    A tombstone keeps no content, so it is compared by :func:`sequence_order_sql` only: a DELETE
+    that ties with it on (``sequence_num``, ``updated_at``) is not newer, whatever its content.
+    """
     deleted = tombstones.select(
         "customer_id",
         F.expr("named_struct('seq', sequence_num, 'rank', 3, 'at', updated_at)").alias(
@@ -91,7 +110,7 @@ def newer_than_tombstones(changes: DataFrame, tombstones: DataFrame) -> DataFram
         ),
     )
     newer = F.col("_tombstone_key").isNull() | (
-        F.expr(change_order_sql()) > F.col("_tombstone_key")
+        F.expr(sequence_order_sql()) > F.col("_tombstone_key")
     )
     return changes.join(deleted, "customer_id", "left").where(newer).drop("_tombstone_key")
 

@@ -78,14 +78,36 @@ def quarantined_events(validated: DataFrame) -> DataFrame:
     return validated.where(F.col("reason").isNotNull()).select(*QUARANTINE_COLUMNS)
 
 
+# The content order that decides between copies of one ``event_id`` that arrived together (the
+# lines of one file, which bronze keeps no position for): the least copy wins.
+CONTENT_ORDER_COLUMNS = (
+    "event_timestamp",
+    "event_type",
+    "user_id",
+    "product_id",
+    "category",
+    "revenue",
+)
+
+
 def deduplicate_events(events: DataFrame) -> DataFrame:
-    """One row per ``event_id``: the first to arrive (see :func:`arrival_order`: a Kafka record
-    by partition and offset as numbers, a line by its file), then by content, for determinism.
+    """One row per ``event_id``: the first to arrive (see :func:`arrival_order`: by ingestion
+    time, then a Kafka record by partition and offset as numbers, a line by its file); copies
+    that tie on all of that (lines of one file) are ordered by content, the least first:
+    :data:`CONTENT_ORDER_COLUMNS` (a missing value first), then any extra columns, so the row
+    kept never depends on how Spark ordered the batch.
 
     The Kafka position columns, if ``events`` has them, are dropped: the result has silver's
     columns (and any extra ones).
     """
-    content = ("event_timestamp", "event_type", "user_id", "product_id")
-    first = Window.partitionBy("event_id").orderBy(*arrival_order(events), *content)
+    position = {"event_id", "_ingested_at", "_source_file", *kafka_position_columns(events)}
+    extra = [
+        c
+        for c in events.columns
+        if c not in position and c not in CONTENT_ORDER_COLUMNS and c != "event_date"
+    ]
+    first = Window.partitionBy("event_id").orderBy(
+        *arrival_order(events), *CONTENT_ORDER_COLUMNS, *extra
+    )
     ranked = events.withColumn("_rank", F.row_number().over(first)).where("_rank = 1")
     return ranked.drop("_rank", *kafka_position_columns(events))

@@ -19,7 +19,12 @@ from pyspark.sql import functions as F
 
 from medallion.transforms.bronze import to_bronze
 from medallion.transforms.gold import hourly_product_metrics
-from medallion.transforms.silver import SILVER_EVENT_COLUMNS, valid_events, validate_events
+from medallion.transforms.silver import (
+    CONTENT_ORDER_COLUMNS,
+    SILVER_EVENT_COLUMNS,
+    valid_events,
+    validate_events,
+)
 
 LANDING = spark.conf.get("spark.medallion.sdp.landing")  # noqa: F821 (injected by spark-pipelines)
 BRONZE = "bronze_events"
@@ -61,7 +66,7 @@ def first_per_event_id(events: DataFrame) -> DataFrame:
     select is planned lazily. Same window, same order, same row kept.
     """
     first = Window.partitionBy("event_id").orderBy(
-        "_ingested_at", "_source_file", "event_timestamp", "event_type", "user_id", "product_id"
+        "_ingested_at", "_source_file", *CONTENT_ORDER_COLUMNS
     )
     ranked = events.withColumn("_rank", F.row_number().over(first)).where("_rank = 1")
     return ranked.select(*SILVER_EVENT_COLUMNS)
