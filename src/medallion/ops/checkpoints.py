@@ -217,18 +217,23 @@ def _recorded_reads(sizes_path: str) -> tuple[dict[str, int], dict[str, int]]:
     return sizes, mtimes
 
 
-def note_pending_reads(checkpoint: str) -> None:
-    """The files of a batch planned but not committed are read as they are now when the batch
-    is replayed: record their time and size now as the ones read, when they changed since they
-    were listed (a file put back after it went missing), so they are not taken for replaced."""
+def pending_files(checkpoint: str) -> tuple[int | None, list[tuple[str, int]]]:
+    """The batch planned but not committed, and its files as (path as logged, modification
+    time when listed); (None, []) when every planned batch is committed."""
     planned, committed = planned_batch(checkpoint), committed_batch(checkpoint)
     if planned is None or (committed is not None and planned <= committed):
-        return
+        return None, []
     done = -1 if committed is None else committed
+    return planned, [(path, mtime) for path, mtime, batch in source_log(checkpoint) if batch > done]
+
+
+def note_pending_reads(checkpoint: str, pending: list[tuple[str, int]]) -> None:
+    """The files of a batch planned but not committed (``pending``, from
+    :func:`pending_files`) are read as they are now when the batch is replayed: record their
+    time and size now as the ones read, when they changed since they were listed (a file put
+    back after it went missing), so they are not taken for replaced."""
     changed = []
-    for path, listed_mtime, batch in source_log(checkpoint):
-        if batch <= done:
-            continue
+    for path, listed_mtime in pending:
         try:
             stat = os.stat(local_path(path))
         except OSError:

@@ -28,7 +28,7 @@ from medallion.ops.checkpoints import (
     committed_batch,
     local_path,
     note_pending_reads,
-    planned_batch,
+    pending_files,
     source_log,
 )
 from medallion.storage import local_path as local_folder
@@ -54,25 +54,16 @@ def _missing(path: str) -> bool:
     return not os.path.exists(local_path(path))
 
 
-def missing_planned_files(checkpoint: str) -> tuple[int | None, list[str]]:
-    """The batch planned but not committed, and those of its files that are gone."""
-    planned, committed = planned_batch(checkpoint), committed_batch(checkpoint)
-    if planned is None or (committed is not None and planned <= committed):
-        return None, []
-    done = -1 if committed is None else committed
-    gone = [path for path, _, batch in source_log(checkpoint) if batch > done and _missing(path)]
-    return planned, sorted(local_path(path) for path in gone)
-
-
 def missing_files_refusal(config: Config, stream: str, reads: str) -> str | None:
     """Why ``stream`` must not start: a file its pending batch listed is gone, and Spark would
     skip it silently. None when nothing is missing or the operator accepted the loss."""
     checkpoint = checks_files(config, stream, reads)
     if checkpoint is None:
         return None
-    batch, gone = missing_planned_files(checkpoint)
+    batch, pending = pending_files(checkpoint)
+    gone = sorted(local_path(path) for path, _ in pending if _missing(path))
     if not gone or config.skip_missing_files:
-        note_pending_reads(checkpoint)  # files put back are read as they are now
+        note_pending_reads(checkpoint, pending)  # files put back are read as they are now
         return None
     what = "a landed file" if len(gone) == 1 else f"{len(gone)} landed files (the first shown)"
     return (
