@@ -214,6 +214,7 @@ TABLES: dict[str, tuple[str, str]] = {
     "silver/events": ("silver", "events"),
     "silver/events_quarantine": ("silver", "events_quarantine"),
     "gold/hourly_product_metrics": ("gold", "hourly_product_metrics"),
+    "gold/hourly_product_users": ("gold", "hourly_product_users"),
     "bronze/customers": ("bronze", "customers"),
     "silver/customers": ("silver", "customers"),
     "silver/customer_tombstones": ("silver", "customer_tombstones"),

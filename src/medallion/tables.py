@@ -54,6 +54,11 @@ SCHEMAS: dict[str, str] = {
         "views BIGINT NOT NULL, add_to_carts BIGINT NOT NULL, purchases BIGINT NOT NULL, "
         "revenue DECIMAL(28,4) NOT NULL, unique_users BIGINT NOT NULL"
     ),
+    # The users counted in gold's unique_users: one row per (hour, product, user) ever seen.
+    "gold/hourly_product_users": (
+        "window_start TIMESTAMP NOT NULL, product_id STRING NOT NULL, user_id STRING NOT NULL, "
+        "event_date DATE NOT NULL"
+    ),
     "bronze/customers": f"{_BRONZE_CUSTOMER_FIELDS}, {_INGEST_METADATA}, {KAFKA_METADATA}",
     "silver/customers": _CUSTOMER_STATE,
     "silver/customer_tombstones": (
@@ -85,6 +90,7 @@ PROPERTIES: dict[str, dict[str, str]] = {
     "silver/events": dict(_STREAMING_WRITE_PROPERTIES),
     "silver/events_quarantine": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
     "gold/hourly_product_metrics": dict(_STREAMING_WRITE_PROPERTIES),
+    "gold/hourly_product_users": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
     "bronze/customers": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
     "silver/customers": {**_STREAMING_WRITE_PROPERTIES, "delta.enableChangeDataFeed": "true"},
     "silver/customer_tombstones": dict(_STREAMING_WRITE_PROPERTIES),
@@ -191,11 +197,14 @@ def history(spark: SparkSession, table: TableRef, limit: int | None = None) -> D
     return spark.sql(f"DESCRIBE HISTORY {table.sql_name}{limit_clause}")
 
 
-def read_table(spark: SparkSession, table: TableRef) -> DataFrame:
-    """A batch read of the table's latest version."""
+def read_table(spark: SparkSession, table: TableRef, version: int | None = None) -> DataFrame:
+    """A batch read of the table's latest version (or of ``version``)."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", int(version))
     if table.path is not None:
-        return spark.read.format("delta").load(table.path)
-    return spark.read.table(table.qualified_name)
+        return reader.load(table.path)
+    return reader.table(table.qualified_name)
 
 
 def append_rows(spark: SparkSession, table: TableRef, rows: list[dict], columns: str) -> None:

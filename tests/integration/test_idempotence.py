@@ -62,7 +62,7 @@ def test_txn_app_id_and_version_skip_a_repeated_append(spark, config):
     assert spark.conf.get(TXN_APP_ID, None) is None and spark.conf.get(TXN_VERSION, None) is None
 
 
-def test_gold_batch_replay_rewrites_the_same_values(spark, config, tmp_path):
+def test_gold_batch_replay_adds_nothing_twice(spark, config, tmp_path):
     ensure_tables(spark, config)
     silver_process = silver_events_batch(config, _fake_checkpoint(tmp_path / "s"))
     silver_process(_bronze_batch(spark), 0)
@@ -70,8 +70,10 @@ def test_gold_batch_replay_rewrites_the_same_values(spark, config, tmp_path):
     silver_batch = read_table(spark, config.table("silver/events"))
     gold_process(silver_batch, 0)
     first = read_table(spark, config.table("gold/hourly_product_metrics")).collect()
-    gold_process(silver_batch, 0)
-    gold_process(silver_batch, 1)
+    users = config.table("gold/hourly_product_users")
+    assert read_table(spark, users).count() == 2
+    gold_process(silver_batch, 0)  # the replay after a crash: both writes are skipped
     again = read_table(spark, config.table("gold/hourly_product_metrics")).collect()
     assert first == again
     assert [(r.views, r.purchases, int(r.revenue), r.unique_users) for r in again] == [(1, 1, 5, 2)]
+    assert read_table(spark, users).count() == 2

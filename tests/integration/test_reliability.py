@@ -58,6 +58,7 @@ MID_BATCH_TARGETS = (
 PAUSE_POINTS = (
     "silver_events:quarantined",  # quarantine appended, silver not merged yet
     "silver_customers:customers_merged",  # customers merged, tombstones not yet
+    "gold_hourly:metrics_merged",  # gold's sums added, the users they counted not appended yet
 )
 
 BATCHING_DEPENDENT = {

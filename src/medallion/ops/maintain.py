@@ -44,11 +44,13 @@ DEFAULT_RETENTION_HOURS = 168.0
 ZORDER_KEYS: dict[str, tuple[str, ...]] = {
     # Append-only, read in commit order by silver's stream and by ingestion time by people.
     "bronze/events": (),
-    # Gold recomputes whole days (event_date IN ...); lookups and MERGE are by event_id.
+    # Read by date (dashboards, gold's rebuilds); the dedup MERGE looks up event_id.
     "silver/events": ("event_date", "event_id"),
     "silver/events_quarantine": (),
     # The MERGE keys of gold, and how dashboards slice it (time range, then product).
     "gold/hourly_product_metrics": ("window_start", "product_id"),
+    # Gold looks up a batch's keys among the dates it touches: files by date prune the rest.
+    "gold/hourly_product_users": ("event_date", "window_start", "product_id"),
     "bronze/customers": (),
     # MERGE key and the join key of the revenue enrichment.
     "silver/customers": ("customer_id",),

@@ -16,21 +16,23 @@ from medallion.streams import customers
 from medallion.streams.sinks import (
     Trigger,
     append_batch,
+    append_new_rows,
     idempotent_writes,
-    merge_insert_new,
-    merge_upsert,
+    merge_into,
     start_append,
     start_delta_foreach_batch,
     transaction_app_id,
 )
 from medallion.streams.sources import input_lines
+from medallion.streams.upgrade import backfill_hourly_users
 from medallion.tables import read_table
 from medallion.transforms.bronze import to_bronze
 from medallion.transforms.gold import (
     HOURLY_KEYS,
-    affected_hours,
-    hourly_product_metrics,
-    with_hour_window,
+    METRIC_COLUMNS,
+    USER_KEY_COLUMNS,
+    hourly_increments,
+    hourly_user_keys,
 )
 from medallion.transforms.silver import (
     deduplicate_events,
@@ -63,10 +65,12 @@ def _start_bronze_events(spark: SparkSession, config: Config, trigger: Trigger) 
 
 
 def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function of ``silver_events``: quarantine the invalid, MERGE the new valid.
+    """The foreachBatch function of ``silver_events``: quarantine the invalid, append the valid
+    events whose ``event_id`` silver does not hold yet (an insert-only MERGE, done as a
+    broadcast anti-join: see :func:`~medallion.streams.sinks.append_new_rows`).
 
-    Both writes carry ``txnAppId``/``txnVersion``, and the MERGE only inserts unseen
-    ``event_id``s, so replaying a batch after a crash changes nothing.
+    Both writes carry ``txnAppId``/``txnVersion``, and only unseen ``event_id``s are added, so
+    replaying a batch after a crash changes nothing.
     """
     silver = config.table("silver/events")
     quarantine = config.table("silver/events_quarantine")
@@ -84,18 +88,21 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
         invalid = F.col("reason").isNotNull()
         validated = validated.withColumn("_raw", F.when(invalid, F.col("_raw"))).persist()
         try:
-            invalid_count = validated.where(invalid).count()
+            counts = validated.agg(F.count("*"), F.count(F.when(invalid, 1))).first()
+            rows, invalid_count = counts[0], counts[1]
             with idempotent_writes(spark, app_id(spark), batch_id):
                 if invalid_count:
                     append_batch(quarantined_events(validated), quarantine)
                     pause_point("silver_events:quarantined")  # crash tests only
-                merge_insert_new(
-                    spark,
-                    silver,
-                    deduplicate_events(valid_events(validated, extra)),
-                    ["event_id"],
-                    schema_evolution=bool(extra or schema.unexpected),
-                )
+                if rows > invalid_count:
+                    append_new_rows(
+                        spark,
+                        silver,
+                        deduplicate_events(valid_events(validated, extra)),
+                        "event_id",
+                        rows - invalid_count,
+                        merge_schema=bool(extra or schema.unexpected),
+                    )
         finally:
             validated.unpersist()
 
@@ -108,38 +115,73 @@ def _start_silver_events(spark: SparkSession, config: Config, trigger: Trigger) 
     )
 
 
-def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function of ``gold_hourly_product_metrics``.
+# Gold's row plus the batch's increments: silver only ever inserts, so every metric adds up.
+_ADD_METRICS = (
+    "WHEN MATCHED THEN UPDATE SET "
+    + ", ".join(f"t.`{c}` = t.`{c}` + s.`{c}`" for c in METRIC_COLUMNS)
+    + " WHEN NOT MATCHED THEN INSERT *"
+)
+_EVENT_COLUMNS = ("event_type", "user_id", "product_id", "revenue", "event_timestamp", "event_date")
 
-    The hours and products a batch touches are recomputed from all of silver and MERGEd into
-    gold, so a late event of any age lands in its window and a replay rewrites the same values.
+
+def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of ``gold_hourly_product_metrics``: add the batch to gold.
+
+    A batch holds the rows silver inserted since the last one (silver never updates or deletes
+    a row). Their counts and revenue are added to their (hour, product) rows, whatever the
+    hour's age. ``unique_users`` grows by the batch's (hour, product, user) keys that
+    ``gold/hourly_product_users`` does not hold yet, which are then appended there: the cost of
+    a batch follows its own size and the dates it touches, not the history.
+
+    Both writes carry ``txnAppId``/``txnVersion``, so a replayed batch adds nothing twice. The
+    keys are appended after gold's MERGE: a crash between the two replays the batch against the
+    same keys, and the MERGE, already committed, is skipped.
     """
-    silver = config.table("silver/events")
     gold = config.table("gold/hourly_product_metrics")
+    users = config.table("gold/hourly_product_users")
 
     app_id = transaction_app_id("gold_hourly_product_metrics", checkpoint)
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        keys = affected_hours(batch).persist()
+        cached: list[DataFrame] = []
+
+        def cache(df: DataFrame) -> DataFrame:
+            cached.append(df.persist())
+            return cached[-1]
+
         try:
+            events = cache(batch.select(*_EVENT_COLUMNS))
+            keys = cache(hourly_user_keys(events))
             dates = [row.event_date for row in keys.select("event_date").distinct().collect()]
             if not dates:
                 return
-            touched = (
-                with_hour_window(read_table(spark, silver).where(F.col("event_date").isin(dates)))
-                .join(F.broadcast(keys.select(*HOURLY_KEYS)), list(HOURLY_KEYS), "left_semi")
-                .drop("window_start")
+            # The keys gold already counts, among the batch's: the table is read for the
+            # batch's dates only, through a hash table of the batch's keys.
+            known = (
+                read_table(spark, users)
+                .where(F.col("event_date").isin(dates))
+                .select(*USER_KEY_COLUMNS)
+                .join(
+                    F.broadcast(keys.select(*USER_KEY_COLUMNS)), list(USER_KEY_COLUMNS), "left_semi"
+                )
             )
+            new_keys = cache(keys.join(F.broadcast(known), list(USER_KEY_COLUMNS), "left_anti"))
             with idempotent_writes(spark, app_id(spark), batch_id):
-                merge_upsert(spark, gold, hourly_product_metrics(touched), HOURLY_KEYS)
+                merge_into(
+                    spark, gold, hourly_increments(events, new_keys), HOURLY_KEYS, _ADD_METRICS
+                )
+                pause_point("gold_hourly:metrics_merged")  # crash tests only
+                append_batch(new_keys, users)
         finally:
-            keys.unpersist()
+            for df in cached:
+                df.unpersist()
 
     return process
 
 
 def _start_gold_hourly(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    backfill_hourly_users(spark, config)
     return start_delta_foreach_batch(
         spark, config, trigger, "gold_hourly_product_metrics", "silver/events", gold_hourly_batch
     )
@@ -189,7 +231,7 @@ FLOWS: tuple[Flow, ...] = (
         "gold_hourly_product_metrics",
         "gold",
         "silver/events",
-        ("gold/hourly_product_metrics",),
+        ("gold/hourly_product_metrics", "gold/hourly_product_users"),
         _start_gold_hourly,
     ),
     *CUSTOMER_FLOWS,

@@ -15,6 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.conflicts import is_concurrent_metadata_change
+from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
 from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, monitored, progress_table
@@ -38,10 +39,6 @@ log = logging.getLogger(__name__)
 # How often a streaming run checks that no landing file it read was replaced since, and
 # records input lost before it was read.
 LANDING_CHECK_SECONDS = 30.0
-
-
-class PipelineError(RuntimeError):
-    """A stream failed; the message names the stream, its checkpoint and the cause."""
 
 
 @dataclass

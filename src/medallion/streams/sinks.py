@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config, TableRef
@@ -15,6 +16,7 @@ from medallion.conflicts import retry_on_conflict
 from medallion.storage import read_text
 from medallion.streams.checkpoints import discard_abandoned_writes
 from medallion.streams.sources import delta_stream
+from medallion.tables import read_table
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -75,9 +77,12 @@ def transaction_app_id(stream_name: str, checkpoint: str) -> Callable[[SparkSess
     return app_id
 
 
-def append_batch(df: DataFrame, table: TableRef) -> None:
-    """Append a batch DataFrame to a Delta table (by path locally, by name in Unity Catalog)."""
+def append_batch(df: DataFrame, table: TableRef, merge_schema: bool = False) -> None:
+    """Append a batch DataFrame to a Delta table (by path locally, by name in Unity Catalog);
+    ``merge_schema`` adds the DataFrame's new columns to the table."""
     writer = df.write.format("delta").mode("append")
+    if merge_schema:
+        writer = writer.option("mergeSchema", "true")
     if table.path is not None:
         writer.save(table.path)
     else:
@@ -115,6 +120,49 @@ def merge_insert_new(
 ) -> None:
     """Insert the rows whose keys are not yet in the table; rows already there are left alone."""
     merge_into(spark, table, rows, keys, "WHEN NOT MATCHED THEN INSERT *", schema_evolution)
+
+
+# A batch with at most this many keys is broadcast to find which of them a table already holds:
+# the table's key column is then read once, without a shuffle (a hash table of 500,000 keys
+# takes tens of MB of the driver's and executors' memory).
+BROADCAST_KEYS_LIMIT = 500_000
+
+
+def keys_already_in(
+    spark: SparkSession, table: TableRef, keys: DataFrame, key: str, batch_keys: int
+) -> DataFrame:
+    """The values of ``keys[key]`` that ``table`` already holds in column ``key``.
+
+    The table's column is streamed through a hash table of the batch's keys when there are at
+    most :data:`BROADCAST_KEYS_LIMIT` of them, so the cost per batch is one narrow column scan,
+    not the shuffle of the whole table that a MERGE's join does.
+    """
+    wanted = keys.select(key).distinct()
+    if batch_keys <= BROADCAST_KEYS_LIMIT:
+        wanted = F.broadcast(wanted)
+    return read_table(spark, table).select(key).join(wanted, key, "left_semi")
+
+
+def append_new_rows(
+    spark: SparkSession,
+    table: TableRef,
+    rows: DataFrame,
+    key: str,
+    batch_keys: int,
+    merge_schema: bool = False,
+) -> None:
+    """Append the rows whose ``key`` the table does not hold yet (``rows`` has one row per key).
+
+    The same result as an insert-only ``MERGE``, which Delta also runs as an anti-join and an
+    append; here the join reads only the table's key column, without a shuffle (see
+    :func:`keys_already_in`). It is exact only while this stream is the table's one writer
+    (the stream lock, medallion/locks.py); with ``txnAppId``/``txnVersion`` a replayed batch
+    appends nothing twice.
+    """
+    seen = keys_already_in(spark, table, rows, key, batch_keys)
+    if batch_keys <= BROADCAST_KEYS_LIMIT:
+        seen = F.broadcast(seen)
+    append_batch(rows.join(seen, key, "left_anti"), table, merge_schema)
 
 
 def merge_upsert(

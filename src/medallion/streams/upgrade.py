@@ -1,0 +1,94 @@
+"""Bringing a lake written by an earlier medallion up to the tables this one keeps.
+
+``gold/hourly_product_users`` holds the (hour, product, user) keys that gold's
+``unique_users`` counts. A lake from before it has gold rows but no keys: they are filled
+once, from silver exactly as far as the gold stream has read it (its checkpoint's position),
+before the stream resumes and adds to both.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from pyspark.sql import DataFrame, SparkSession
+
+from medallion.config import Config, TableRef
+from medallion.errors import PipelineError
+from medallion.ops.checkpoints import DeltaPosition, delta_position
+from medallion.storage import read_text
+from medallion.streams.sinks import append_batch
+from medallion.tables import holds_data, read_table
+from medallion.transforms.gold import hourly_user_keys
+
+log = logging.getLogger(__name__)
+
+GOLD_HOURLY_STREAM = "gold_hourly_product_metrics"
+_EVENT_COLUMNS = ("user_id", "product_id", "event_timestamp", "event_date")
+# Delta's offset index for "every file of this version read" (DeltaSourceOffset.END_INDEX).
+_END_INDEX_FLOOR = 2**62
+
+
+def _version_files(spark: SparkSession, table: TableRef, version: int, count: int) -> list[str]:
+    """The first ``count`` data files that commit ``version`` added, in the order a Delta
+    source indexes them (the commit's ``add`` actions with ``dataChange``)."""
+    assert table.path is not None
+    commit = read_text(spark, f"{table.path}/_delta_log/{version:020d}.json")
+    added = []
+    for line in commit.splitlines():
+        add = json.loads(line).get("add") if line.strip() else None
+        if add and add.get("dataChange", True):
+            added.append(f"{table.path}/{add['path']}")
+    return added[:count]
+
+
+def rows_read(spark: SparkSession, silver: TableRef, position: DeltaPosition) -> DataFrame | None:
+    """The silver rows a Delta-source stream standing at ``position`` has read (None: none)."""
+    if position.starting:
+        if position.index < 0:
+            return None
+        if position.index >= _END_INDEX_FLOOR:
+            return read_table(spark, silver, position.version)
+        raise PipelineError(
+            f"stream '{GOLD_HOURLY_STREAM}' stopped half-way through its first snapshot of "
+            f"silver/events (version {position.version}), before gold/hourly_product_users "
+            "existed, so the users it counted cannot be listed: run "
+            "`medallion reset --layer gold` to rebuild gold from silver"
+        )
+    rows = read_table(spark, silver, position.version - 1) if position.version > 0 else None
+    if position.index < 0:
+        return rows
+    if silver.path is None:
+        raise PipelineError(
+            f"stream '{GOLD_HOURLY_STREAM}' stopped inside silver/events version "
+            f"{position.version}; run `medallion reset --layer gold` to rebuild gold from silver"
+        )
+    files = _version_files(spark, silver, position.version, position.index + 1)
+    partial = spark.read.parquet(*files).select(*_EVENT_COLUMNS)
+    return partial if rows is None else rows.select(*_EVENT_COLUMNS).unionByName(partial)
+
+
+def backfill_hourly_users(spark: SparkSession, config: Config) -> None:
+    """Fill ``gold/hourly_product_users`` for a lake whose gold was built without it.
+
+    Does nothing when the key table holds rows or gold holds none. The keys come from the
+    silver rows the gold stream has read, so that gold and its keys agree when the stream
+    resumes; one append, so a crash leaves the table empty and the next run fills it again.
+    """
+    users = config.table("gold/hourly_product_users")
+    gold = config.table("gold/hourly_product_metrics")
+    if holds_data(spark, users) or not holds_data(spark, gold):
+        return
+    position = delta_position(config.checkpoint(GOLD_HOURLY_STREAM))
+    if position is None:
+        return
+    rows = rows_read(spark, config.table("silver/events"), position)
+    if rows is None:
+        return
+    log.info(
+        "gold/hourly_product_users: filling it from silver/events up to version %d, where %s "
+        "stands (a lake from before the table)",
+        position.version,
+        GOLD_HOURLY_STREAM,
+    )
+    append_batch(hourly_user_keys(rows.select(*_EVENT_COLUMNS)), users)
