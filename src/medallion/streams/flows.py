@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
+from medallion.conflicts import retry_on_conflict
 from medallion.faults import pause_point
 from medallion.ops.schema import check_table_schema
 from medallion.streams import customers
@@ -19,13 +20,13 @@ from medallion.streams.sinks import (
     append_new_rows,
     idempotent_writes,
     merge_into,
+    rows_not_in,
     start_append,
     start_delta_foreach_batch,
     transaction_app_id,
 )
 from medallion.streams.sources import input_lines
 from medallion.streams.upgrade import backfill_hourly_users
-from medallion.tables import read_table
 from medallion.transforms.bronze import to_bronze
 from medallion.transforms.gold import (
     HOURLY_KEYS,
@@ -153,26 +154,19 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
         try:
             events = cache(batch.select(*_EVENT_COLUMNS))
             keys = cache(hourly_user_keys(events))
-            dates = [row.event_date for row in keys.select("event_date").distinct().collect()]
-            if not dates:
+            per_date = keys.groupBy("event_date").count().collect()
+            if not per_date:
                 return
-            # The keys gold already counts, among the batch's: the table is read for the
-            # batch's dates only, through a hash table of the batch's keys.
-            known = (
-                read_table(spark, users)
-                .where(F.col("event_date").isin(dates))
-                .select(*USER_KEY_COLUMNS)
-                .join(
-                    F.broadcast(keys.select(*USER_KEY_COLUMNS)), list(USER_KEY_COLUMNS), "left_semi"
-                )
-            )
-            new_keys = cache(keys.join(F.broadcast(known), list(USER_KEY_COLUMNS), "left_anti"))
+            # The keys gold has not counted yet: the users table is read for the batch's dates.
+            dates = F.col("event_date").isin([row.event_date for row in per_date])
+            total = sum(row["count"] for row in per_date)
+            new_keys = cache(rows_not_in(spark, users, keys, USER_KEY_COLUMNS, total, dates))
             with idempotent_writes(spark, app_id(spark), batch_id):
                 merge_into(
                     spark, gold, hourly_increments(events, new_keys), HOURLY_KEYS, _ADD_METRICS
                 )
                 pause_point("gold_hourly:metrics_merged")  # crash tests only
-                append_batch(new_keys, users)
+                retry_on_conflict(lambda: append_batch(new_keys, users), f"append to {users.key}")
         finally:
             for df in cached:
                 df.unpersist()

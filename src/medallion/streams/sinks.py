@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -128,19 +128,30 @@ def merge_insert_new(
 BROADCAST_KEYS_LIMIT = 500_000
 
 
-def keys_already_in(
-    spark: SparkSession, table: TableRef, keys: DataFrame, key: str, batch_keys: int
+def rows_not_in(
+    spark: SparkSession,
+    table: TableRef,
+    rows: DataFrame,
+    keys: Sequence[str],
+    batch_keys: int,
+    where: Column | None = None,
 ) -> DataFrame:
-    """The values of ``keys[key]`` that ``table`` already holds in column ``key``.
+    """The ``rows`` whose ``keys`` the table does not hold (among its rows matching ``where``).
 
-    The table's column is streamed through a hash table of the batch's keys when there are at
-    most :data:`BROADCAST_KEYS_LIMIT` of them, so the cost per batch is one narrow column scan,
-    not the shuffle of the whole table that a MERGE's join does.
+    With at most :data:`BROADCAST_KEYS_LIMIT` distinct keys (``batch_keys``), the batch's keys
+    go into a hash table and the table's key columns stream through it once: the cost per
+    batch is a narrow column scan, not the shuffle of the whole table that a MERGE's join
+    does. Larger batches leave the join to Spark.
     """
-    wanted = keys.select(key).distinct()
-    if batch_keys <= BROADCAST_KEYS_LIMIT:
-        wanted = F.broadcast(wanted)
-    return read_table(spark, table).select(key).join(wanted, key, "left_semi")
+    wanted = rows.select(*keys).distinct()
+    small = batch_keys <= BROADCAST_KEYS_LIMIT
+    held = read_table(spark, table)
+    if where is not None:
+        held = held.where(where)
+    seen = held.select(*keys).join(
+        F.broadcast(wanted) if small else wanted, list(keys), "left_semi"
+    )
+    return rows.join(F.broadcast(seen) if small else seen, list(keys), "left_anti")
 
 
 def append_new_rows(
@@ -155,14 +166,17 @@ def append_new_rows(
 
     The same result as an insert-only ``MERGE``, which Delta also runs as an anti-join and an
     append; here the join reads only the table's key column, without a shuffle (see
-    :func:`keys_already_in`). It is exact only while this stream is the table's one writer
-    (the stream lock, medallion/locks.py); with ``txnAppId``/``txnVersion`` a replayed batch
+    :func:`rows_not_in`). It is exact only while this stream is the table's one writer (the
+    stream lock, medallion/locks.py); with ``txnAppId``/``txnVersion`` a replayed batch
     appends nothing twice.
     """
-    seen = keys_already_in(spark, table, rows, key, batch_keys)
-    if batch_keys <= BROADCAST_KEYS_LIMIT:
-        seen = F.broadcast(seen)
-    append_batch(rows.join(seen, key, "left_anti"), table, merge_schema)
+    # The anti-join reads the table, so a concurrent OPTIMIZE can fail the append: run it again.
+    retry_on_conflict(
+        lambda: append_batch(
+            rows_not_in(spark, table, rows, [key], batch_keys), table, merge_schema
+        ),
+        f"append to {table.key}",
+    )
 
 
 def merge_upsert(
