@@ -240,7 +240,7 @@ def test_compaction_and_insert_only_merge_are_appends_for_a_stream(spark, tmp_pa
     spark.sql(f"OPTIMIZE {table.sql_name}")  # rewrites both files into one
     assert spark.sql(f"DESCRIBE DETAIL {table.sql_name}").first().numFiles == 1
     rows = spark.createDataFrame([(2, "dup"), (3, "new")], ROWS)
-    merge_insert_new(spark, table, rows, ["id"])  # how silver_events writes silver/events
+    merge_insert_new(spark, table, rows, ["id"])
 
     assert _read(spark, table, PLAIN, tmp_path / "cp") == [[(3, "new")]]
 

@@ -44,7 +44,7 @@ DEFAULT_RETENTION_HOURS = 168.0
 ZORDER_KEYS: dict[str, tuple[str, ...]] = {
     # Append-only, read in commit order by silver's stream and by ingestion time by people.
     "bronze/events": (),
-    # Read by date (dashboards, gold's rebuilds); the dedup MERGE looks up event_id.
+    # Read by date (dashboards, gold's rebuilds); the dedup anti-join looks up event_id.
     "silver/events": ("event_date", "event_id"),
     "silver/events_quarantine": (),
     # The MERGE keys of gold, and how dashboards slice it (time range, then product).

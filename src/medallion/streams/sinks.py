@@ -137,13 +137,15 @@ def rows_not_in(
     where: Column | None = None,
 ) -> DataFrame:
     """The ``rows`` whose ``keys`` the table does not hold (among its rows matching ``where``).
+    ``rows`` holds each key once (both callers deduplicate first), so its keys need no
+    ``distinct``.
 
     With at most :data:`BROADCAST_KEYS_LIMIT` distinct keys (``batch_keys``), the batch's keys
     go into a hash table and the table's key columns stream through it once: the cost per
     batch is a narrow column scan, not the shuffle of the whole table that a MERGE's join
     does. Larger batches leave the join to Spark.
     """
-    wanted = rows.select(*keys).distinct()
+    wanted = rows.select(*keys)
     small = batch_keys <= BROADCAST_KEYS_LIMIT
     held = read_table(spark, table)
     if where is not None:
