@@ -1,5 +1,5 @@
-"""Files per table after many small micro-batches, with and without auto-compaction and
-optimized writes (``delta.autoOptimize.autoCompact`` / ``delta.autoOptimize.optimizeWrite``).
+"""Files per table after many small micro-batches, with and without medallion's compaction
+of small files (medallion/compaction.py).
 
 Each micro-batch is what the events streams do with one small landed file, called directly
 rather than through 3 x N real triggers (which cost minutes more on a laptop):
@@ -11,8 +11,9 @@ rather than through 3 x N real triggers (which cost minutes more on a laptop):
 - gold: the real ``foreachBatch`` function of ``gold_hourly_product_metrics`` on the batch's
   valid events (MERGE into ``gold/hourly_product_metrics``).
 
-``--mode on`` keeps the table properties of medallion/tables.py; ``--mode off`` turns both
-properties off on every table first. Files are counted in the latest snapshot (``DESCRIBE
+``--mode on`` runs the compaction check after every batch, as a streaming run does every
+``compaction_check_seconds``; ``--mode off`` never compacts. Local sessions turn Delta's own
+auto compaction and optimized writes off (session.py), in both modes. Files are counted in the latest snapshot (``DESCRIBE
 DETAIL numFiles``) and on disk (what VACUUM would later delete). Results: docs/operations.md.
 
     .venv/bin/python benchmarks/small_files.py --mode on --batches 200 --out build/bench-on.json
@@ -51,6 +52,7 @@ def _counts(spark, config) -> dict[str, dict[str, int]]:
 
 
 def run(mode: str, batches: int, events_per_batch: int, lake: Path) -> dict:
+    from medallion.compaction import compact_fragmented
     from medallion.config import Config
     from medallion.generate import generate_event_lines
     from medallion.ops.maintain import maintain
@@ -64,13 +66,6 @@ def run(mode: str, batches: int, events_per_batch: int, lake: Path) -> dict:
     spark = get_spark(app_name="medallion-small-files")
     config = Config(landing=str(lake / "landing"), lake=str(lake / "lake"))
     ensure_tables(spark, config)
-    if mode == "off":
-        for key in TABLES:
-            spark.sql(
-                f"ALTER TABLE {config.table(key).sql_name} SET TBLPROPERTIES ("
-                "'delta.autoOptimize.autoCompact' = 'false', "
-                "'delta.autoOptimize.optimizeWrite' = 'false')"
-            )
     functions = {}
     for name, factory in (
         ("silver_events", silver_events_batch),
@@ -99,6 +94,8 @@ def run(mode: str, batches: int, events_per_batch: int, lake: Path) -> dict:
         functions["silver_events"](rows, batch)
         functions["gold_hourly_product_metrics"](valid_events(validate_events(rows)), batch)
         rows.unpersist()
+        if mode == "on":
+            compact_fragmented(spark, [config.table(key) for key in TABLES])
         if batch + 1 in (1, 50, 100, 150, batches):
             samples[batch + 1] = _counts(spark, config)
             files = {k: v["files"] for k, v in samples[batch + 1].items()}

@@ -277,6 +277,8 @@ class Config:
     trigger_interval_seconds: float = 5.0
     # How long, in all, to wait for in-flight batches when a streaming run is asked to stop.
     stop_timeout_seconds: float = 60.0
+    # How often a streaming run checks its tables for small files to compact (compaction.py).
+    compaction_check_seconds: float = 60.0
     # The longest a stream may be stopped or lag behind its source; VACUUM retention must be
     # longer, so files a resuming stream still has to read are never deleted (ops/maintain.py).
     max_stream_downtime_hours: float = 72.0

@@ -310,6 +310,7 @@ def combine_reports(reports: Sequence[RunReport]) -> RunReport:
     by_table: dict[str, TableSummary] = {}
     for report in reports:
         combined.batches.update(report.batches)
+        combined.compacted += [key for key in report.compacted if key not in combined.compacted]
         for summary in report.tables:
             total = by_table.setdefault(summary.table, TableSummary(summary.table))
             total.rows_in += summary.rows_in

@@ -48,6 +48,12 @@ LOCAL_SPARK_CONF: dict[str, str] = {
     "spark.sql.streaming.numRecentProgressUpdates": "10000",
     "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "false",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+    # medallion compacts small files itself, once they pile up (medallion/compaction.py): no
+    # synchronous auto compaction inside commits, no shuffle added before every write, and
+    # OPTIMIZE leaves files of 32 MiB and more as they are.
+    "spark.databricks.delta.autoCompact.enabled": "false",
+    "spark.databricks.delta.optimizeWrite.enabled": "false",
+    "spark.databricks.delta.optimize.minFileSize": str(32 * 1024 * 1024),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from medallion.config import Config, TableRef, quote_identifier, sql_string
 from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
-from medallion.storage import delete_folder, folder_exists, list_names
+from medallion.storage import delete_folder, folder_exists, list_names, read_text
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +131,24 @@ def table_version(spark: SparkSession, table: TableRef) -> int | None:
         return int(history(spark, table, 1).collect()[0]["version"])
 
 
+def file_stats(spark: SparkSession, table: TableRef) -> tuple[int, int]:
+    """(files, bytes) of the table's latest version: from that version's checksum file
+    (``_delta_log/<version>.crc``, part of the Delta protocol) when it has one, which costs no
+    Spark job; otherwise from ``DESCRIBE DETAIL``."""
+    try:
+        version = committed_version(spark, table)
+        checksum = json.loads(read_text(spark, f"{table.path}/_delta_log/{version:020d}.crc"))
+        return int(checksum["numFiles"]), int(checksum["tableSizeBytes"])
+    except Exception:  # noqa: BLE001 - no checksum file to read here: ask Delta
+        detail = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]
+        return int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
+
+
 def holds_data(spark: SparkSession, table: TableRef) -> bool:
     """True when the table has been written to: a commit after its creation, and data files."""
     if (table_version(spark, table) or 0) == 0:
         return False
-    return int(spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]["numFiles"]) > 0
+    return file_stats(spark, table)[0] > 0
 
 
 def table_exists(spark: SparkSession, table: TableRef) -> bool:
@@ -220,7 +234,10 @@ def create_delta_table(
     spark: SparkSession, table: TableRef, columns: str, properties: dict[str, str]
 ) -> None:
     """``CREATE TABLE IF NOT EXISTS`` with these columns and properties; a folder left by a
-    creation that a crash cut short is discarded first."""
+    creation that a crash cut short is discarded first. A path whose log has a commit is
+    left alone without a Spark command (a new process pays seconds for each one)."""
+    if table.path is not None and table_exists(spark, table):
+        return
     discard_uncommitted_log(spark, table)
     pairs = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
     clause = f" TBLPROPERTIES ({pairs})" if pairs else ""

@@ -13,7 +13,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from medallion.config import Config
+from medallion.compaction import BackgroundCompactor, compact_fragmented
+from medallion.config import Config, TableRef
 from medallion.conflicts import is_concurrent_metadata_change
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
@@ -32,9 +33,33 @@ from medallion.streams.missing_files import (
     start_checking,
 )
 from medallion.streams.sinks import Trigger
-from medallion.tables import ensure_tables, history, read_table
+from medallion.tables import ensure_tables, history, read_table, table_version
 
 log = logging.getLogger(__name__)
+
+# What a batch cut short by StreamingQuery.stop() raises inside its foreachBatch.
+_STOP_INTERRUPTIONS = ("java.lang.InterruptedException", "cancelled part of cancelled job group")
+
+
+class _InterruptedBatchNote(logging.Filter):
+    """Py4J logs the traceback of a foreachBatch that ``stop()`` interrupted; that batch is not
+    committed and is replayed from its checkpoint, so say so in one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and any(text in str(error) for text in _STOP_INTERRUPTIONS):
+            record.msg, record.args, record.exc_info, record.exc_text = (
+                "a batch in flight was interrupted by the stop; its stream replays it from "
+                "the checkpoint when it next starts",
+                (),
+                None,
+                None,
+            )
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+logging.getLogger("py4j.clientserver").addFilter(_InterruptedBatchNote())
 
 # How often a streaming run checks that no landing file it read was replaced since, and
 # records input lost before it was read.
@@ -60,6 +85,8 @@ class RunReport:
     batches: dict[str, int] = field(default_factory=dict)
     # Wall seconds per layer of an available-now run (its streams run together).
     layer_seconds: dict[str, float] = field(default_factory=dict)
+    # The tables whose small files the run compacted (medallion/compaction.py).
+    compacted: list[str] = field(default_factory=list)
 
     def table(self, key: str) -> TableSummary:
         """The summary of one table."""
@@ -75,6 +102,8 @@ class RunReport:
             lines.append(
                 f"{t.table:<32}{t.rows_in:>10}{t.rows_out:>10}{t.quarantined:>13}{t.total_rows:>12}"
             )
+        if self.compacted:
+            lines.append(f"compacted small files: {', '.join(self.compacted)}")
         return "\n".join(lines)
 
 
@@ -104,17 +133,24 @@ def describe_failure(flow: Flow, config: Config, error: BaseException) -> Pipeli
 
 
 def _versions(spark: SparkSession, config: Config) -> dict[str, int]:
-    """The current version of every table (they exist: ``_prepare`` made sure)."""
+    """The current version of every table (they exist: ``_prepare`` made sure), from the
+    Delta logs' listings where the tables are paths."""
     tables = config.tables()
-    latest = in_parallel(lambda t: history(spark, t, 1).collect()[0]["version"], tables, "versions")
+    latest = in_parallel(lambda table: table_version(spark, table) or 0, tables, "versions")
     return {table.key: version for table, version in zip(tables, latest, strict=True)}
 
 
 def _rows_written(spark: SparkSession, config: Config, key: str, since: int) -> int:
-    """Rows inserted, updated or deleted in a table by the commits after version ``since``."""
-    rows = history(spark, config.table(key)).where(f"version > {int(since)}").collect()
+    """Rows inserted, updated or deleted in a table by the commits after version ``since``
+    (only those commits of the history are read)."""
+    table = config.table(key)
+    new_commits = (table_version(spark, table) or 0) - since
+    if new_commits <= 0:
+        return 0
     total = 0
-    for row in rows:
+    for row in history(spark, table, new_commits).collect():
+        if row["version"] <= since:
+            continue
         metrics = row["operationMetrics"] or {}
         if row["operation"] == "MERGE":
             changed = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
@@ -122,6 +158,12 @@ def _rows_written(spark: SparkSession, config: Config, key: str, since: int) -> 
         elif row["operation"] in ("WRITE", "STREAMING UPDATE"):
             total += int(metrics.get("numOutputRows", 0))
     return total
+
+
+def _written_tables(config: Config, flows: Sequence[Flow]) -> list[TableRef]:
+    """The tables the flows write, and the progress table the run appends to."""
+    keys = dict.fromkeys(key for flow in flows for key in flow.writes)
+    return [*(config.table(key) for key in keys), progress_table(config)]
 
 
 def _summarize(
@@ -263,6 +305,13 @@ def _run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, .
     _record_gaps(spark, config, flows)
     report = _summarize(spark, config, before, finished)
     report.layer_seconds = layer_seconds
+    # Only the tables this run committed to can have gained small files.
+    written = [
+        t
+        for t in _written_tables(config, flows)
+        if t.key not in before or table_version(spark, t) != before[t.key]
+    ]
+    report.compacted = compact_fragmented(spark, written)
     return report
 
 
@@ -361,6 +410,10 @@ def _run_streaming(
     before = _versions(spark, config)
     trigger = Trigger(available_now=False, interval_seconds=config.trigger_interval_seconds)
     running: list[tuple[Flow, StreamingQuery]] = []
+    compactor = BackgroundCompactor(
+        spark, _written_tables(config, flows), config.compaction_check_seconds
+    )
+    compactor.start()
     try:
         for flow in flows:
             log.info("starting %s (every %ss)", flow.name, config.trigger_interval_seconds)
@@ -388,6 +441,8 @@ def _run_streaming(
                     )
     finally:
         # One deadline for all queries, so a stop takes at most stop_timeout_seconds in all.
-        _stop_all([query for _, query in running], time.monotonic() + config.stop_timeout_seconds)
+        deadline = time.monotonic() + config.stop_timeout_seconds
+        _stop_all([query for _, query in running], deadline)
+        compactor.finish(timeout=max(0.0, deadline - time.monotonic()))
     _record_gaps(spark, config, flows)
     return _summarize(spark, config, before, {f.name: q for f, q in running})
