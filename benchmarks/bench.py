@@ -10,9 +10,13 @@
 3. Latency of ``medallion run --stream`` while a 1,000-event file lands every second.
 4. Recovery after SIGKILL during steady streaming.
 5. Files per table after 200 micro-batches, with and without compaction.
-6. Backfill time at three input sizes.
+6. Backfill time at three input sizes, and per-batch time against the lake's size during a
+   long stream (growth).
 7. Incremental: one 40,000-event delivery on a lake of 20,000 events and on one of 1.5M
    (benchmarks/incremental.py): its pipeline span must not grow with the history.
+8. Small deliveries: ``medallion run`` of a 5,000-event delivery on an existing lake against a
+   batch-ceiling process on the same files, both timed as whole processes
+   (benchmarks/deliveries.py).
 
 Every part runs in its own process (its own JVM), measured from outside. Writes
 ``<out>/<timestamp>.json``, ``latest.json``, ``latest.md`` (the table the README quotes) and
@@ -34,7 +38,7 @@ from pathlib import Path
 
 import psutil
 from measure import REPO, run_child
-from streaming import measure_latency, measure_recovery
+from streaming import measure_growth, measure_latency, measure_recovery
 
 from medallion.generate import FaultRates, generate
 
@@ -51,6 +55,8 @@ TARGETS = {
     "driver_rss_mb": 2048,
     "scaling_exponent": 1.0,  # cost grows no worse than linearly
     "incremental_span_ratio": 1.3,  # a delivery's span on 1.5M events of history vs 20,000
+    "delivery_vs_ceiling": 2.0,  # a small delivery's whole process vs the ceiling's process
+    "growth_ratio": 1.3,  # a batch's time late in a long stream vs early in it
 }
 
 
@@ -194,6 +200,18 @@ def _checks(results: dict) -> list[dict]:
         TARGETS["incremental_span_ratio"],
         True,
     )
+    check(
+        "small delivery process / batch-ceiling process",
+        results.get("deliveries", {}).get("ratio"),
+        TARGETS["delivery_vs_ceiling"],
+        True,
+    )
+    check(
+        "batch time late in a long stream / early in it",
+        results.get("growth", {}).get("last_over_first"),
+        TARGETS["growth_ratio"],
+        True,
+    )
     return checks
 
 
@@ -272,7 +290,7 @@ def markdown(results: dict) -> str:
             "",
             f"Streaming latency, landing to queryable ({latency['files']} files of "
             f"{latency['events_per_file']:,} events, one a second, trigger interval "
-            f"{latency['interval_s'] or 'default (5 s)'}):",
+            f"{latency['interval_s'] or 'default (0.5 s)'}):",
             "",
             "| layer | p50 s | p95 s | p99 s | max s |",
             "|---|---:|---:|---:|---:|",
@@ -312,6 +330,32 @@ def markdown(results: dict) -> str:
             "Backfill scaling: "
             + ", ".join(f"{p['events']:,} events in {p['wall_s']:.1f} s" for p in scaling["points"])
             + f"; time grows as events^{scaling['exponent']:.2f}.",
+        ]
+    growth = results.get("growth")
+    if growth:
+        lines += [
+            "",
+            f"Growth: a stream fed {growth['events_per_file']:,} events a second for "
+            f"{growth['seconds']:.0f} s ({growth['lines']:,} lines, {growth['batches']} batches); "
+            "median batch time by the lines already ingested:",
+            "",
+            "| lines before | batches | median batch s | median rows |",
+            "|---:|---:|---:|---:|",
+            *(
+                f"| {w['lines_before']:,} | {w['batches']} | {w['median_batch_s']} "
+                f"| {w['median_rows']:,} |"
+                for w in growth["windows"]
+            ),
+        ]
+    deliveries = results.get("deliveries")
+    if deliveries:
+        lines += [
+            "",
+            f"Small delivery: {deliveries['delivery_events']:,} events on a lake of "
+            f"{deliveries['history_events']:,}, whole processes (JVM start included), median of "
+            f"{len(deliveries['medallion_process_s'])}: medallion run "
+            f"{deliveries['medallion_median_s']} s, batch ceiling "
+            f"{deliveries['ceiling_median_s']} s ({deliveries['ratio']}x).",
         ]
     incremental = results.get("incremental")
     if incremental:
@@ -398,7 +442,7 @@ def main() -> None:
         "--skip",
         default="",
         help="comma-separated parts to leave out: "
-        "peers,sdp,latency,recovery,small_files,scaling,incremental",
+        "peers,sdp,latency,recovery,small_files,scaling,growth,incremental,deliveries",
     )
     parser.add_argument(
         "--report-only",
@@ -414,9 +458,11 @@ def main() -> None:
         20_000 if args.quick else int(os.environ.get("BENCH_EVENTS", 1_000_000))
     )
     stream_seconds, steady_seconds, small_batches = (15, 8, 10) if args.quick else (120, 30, 200)
+    growth_seconds = 20 if args.quick else 300
     sizes = sorted({max(1000, events // 4), max(1000, events // 2), events})
     work, logs = args.workdir, args.workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     timeout = 3600.0
 
     results: dict = {
@@ -456,7 +502,7 @@ def main() -> None:
     if "latency" not in skip:
         # The default trigger interval (what the target is checked at), then a short one: the
         # difference is what waiting for triggers costs, the rest is the batches themselves.
-        for key, interval in (("latency", None), ("latency_short_interval", 0.5)):
+        for key, interval in (("latency", None), ("latency_short_interval", 0.2)):
             if key != "latency" and args.quick:
                 continue
             step(f"{key}: --stream, a 1,000-event file a second for {stream_seconds}s")
@@ -505,11 +551,34 @@ def main() -> None:
             "exponent": round(_scaling_exponent([(p["events"], p["wall_s"]) for p in points]), 3),
         }
 
+    if "growth" not in skip:
+        step(f"growth: --stream fed 2,000 events a second for {growth_seconds}s")
+        shutil.rmtree(work / "growth", ignore_errors=True)
+        (work / "growth").mkdir(parents=True)
+        results["growth"] = measure_growth(work / "growth", growth_seconds, faults=BENCH_FAULTS)
+
+    deliveries = args.out / "deliveries.json"
+    if "deliveries" not in skip:
+        step("small deliveries: medallion run against a batch-ceiling process, whole processes")
+        history = ["--history", "2000", "--repeat", "1"] if args.quick else []
+        run = run_child(
+            ["benchmarks/deliveries.py", "--workdir", str(work / "incremental"), *history],
+            logs / "deliveries.log",
+            timeout,
+        )
+        deliveries.write_text(json.dumps(run.result, indent=2))
+    if deliveries.exists():
+        results["deliveries"] = json.loads(deliveries.read_text())
+
     incremental = args.out / "incremental.json"
     if "incremental" not in skip:
         step("incremental: one delivery on a small and on a large history")
         history = ["--small", "2000", "--large", "20000"] if args.quick else []
-        run = run_child(["benchmarks/incremental.py", *history], logs / "incremental.log", timeout)
+        run = run_child(
+            ["benchmarks/incremental.py", "--workdir", str(work / "incremental"), *history],
+            logs / "incremental.log",
+            timeout,
+        )
         incremental.write_text(json.dumps(run.result, indent=2))
     # Like the file counts, a skipped part reports the latest measurement in the results folder.
     if incremental.exists():

@@ -8,8 +8,10 @@ import functools
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -90,17 +92,46 @@ class TreeSampler:
             peaks.jvm_heap_used_mb = max(peaks.jvm_heap_used_mb, heap)
 
 
+# The JVM's heap counters, as jstat -gc reads them: eden, both survivors, the old generation.
+_HEAP_COUNTERS = (
+    "sun.gc.generation.0.space.0.used",
+    "sun.gc.generation.0.space.1.used",
+    "sun.gc.generation.0.space.2.used",
+    "sun.gc.generation.1.space.0.used",
+)
+
+
 def _jvm_heap_used_mb(pid: int) -> float:
-    """Heap in use of one JVM, from ``jstat -gc`` (0 when it cannot be read)."""
+    """Heap in use of one JVM (0 when it cannot be read), from the performance counters it
+    publishes in ``/tmp/hsperfdata_<user>/<pid>``: what ``jstat -gc`` reads, without starting
+    a JVM for ``jstat`` every time, which would steal the measured process's CPU."""
     try:
-        out = subprocess.run(
-            ["jstat", "-gc", str(pid)], capture_output=True, text=True, timeout=5
-        ).stdout.split("\n")
-        values = dict(zip(out[0].split(), out[1].split(), strict=False))
-        used_kb = sum(float(values[k]) for k in ("S0U", "S1U", "EU", "OU") if k in values)
-        return used_kb / 1024
-    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        counters = _perf_counters(pid)
+    except (OSError, ValueError, struct.error):
         return 0.0
+    return sum(counters.get(name, 0) for name in _HEAP_COUNTERS) / 2**20
+
+
+def _perf_counters(pid: int) -> dict[str, int]:
+    """The long-valued HotSpot performance counters of a JVM (its PerfData file)."""
+    [path] = Path(tempfile.gettempdir()).glob(f"hsperfdata_*/{pid}")
+    data = path.read_bytes()
+    if data[:4] != b"\xca\xfe\xc0\xc0":
+        raise ValueError("not a PerfData file")
+    order = "<" if data[4] == 1 else ">"
+    entry_offset, entries = struct.unpack_from(f"{order}ii", data, 24)
+    counters: dict[str, int] = {}
+    offset = entry_offset
+    for _ in range(entries):
+        length, name_offset, vector, data_type, _f, _u, _v, data_offset = struct.unpack_from(
+            f"{order}iiibbbbi", data, offset
+        )
+        if vector == 0 and data_type == ord("J"):
+            name_end = data.index(b"\0", offset + name_offset)
+            name = data[offset + name_offset : name_end].decode()
+            counters[name] = struct.unpack_from(f"{order}q", data, offset + data_offset)[0]
+        offset += length
+    return counters
 
 
 @dataclass
@@ -195,46 +226,42 @@ def _source_files(data_file: str) -> frozenset[str]:
     return frozenset(os.path.basename(source or "") for source in names)
 
 
-def source_end_versions(checkpoint: str) -> dict[int, int]:
-    """Batch id -> the first source version a Delta-source stream had not read after it."""
-    ends: dict[int, int] = {}
-    for path in (Path(checkpoint) / "offsets").glob("[0-9]*"):
-        lines = path.read_text().splitlines()
-        offset = json.loads(lines[-1])
-        version, index = int(offset["reservoirVersion"]), int(offset["index"])
-        # (v, -1) is "nothing of v read yet"; (v, i >= 0) means v was read up to file i, whole
-        # here (no rate limits are set).
-        ends[int(path.name)] = version if index < 0 else version + 1
-    return ends
-
-
 def visible_times(lake: str, landed: dict[str, float]) -> dict[str, dict[str, float]]:
     """For each landed file (name -> landing time), when its rows were queryable in bronze,
     silver and gold (hourly metrics), in seconds since its landing; files not yet visible are
-    left out."""
-    bronze = first_version_of_files(f"{lake}/bronze/events", read_commits(f"{lake}/bronze/events"))
+    left out.
+
+    bronze_events carries each batch through every layer, and every write of batch b carries
+    txnVersion b: a file is in gold with the gold commit of the batch that took it into bronze.
+    """
+    bronze_table = f"{lake}/bronze/events"
+    bronze_commits = read_commits(bronze_table)
+    bronze = first_version_of_files(bronze_table, bronze_commits)
+    batch_of = {c.version: c.txn_version for c in bronze_commits}
     silver_table = f"{lake}/silver/events"
     silver = first_version_of_files(silver_table, read_commits(silver_table))
-    gold_commits = read_commits(f"{lake}/gold/hourly_product_metrics")
-    ends = source_end_versions(f"{lake}/_checkpoints/gold_hourly_product_metrics")
-    # gold batch -> commit time; a batch covers the silver versions below its end version
-    gold_batches = sorted(
-        (ends[c.txn_version], c.timestamp_s)
-        for c in gold_commits
-        if c.txn_version is not None and c.txn_version in ends
-    )
+    gold_at: dict[int, float] = {}
+    for commit in read_commits(f"{lake}/gold/hourly_product_metrics"):
+        if commit.txn_version is not None:
+            gold_at.setdefault(commit.txn_version, commit.timestamp_s)
     out: dict[str, dict[str, float]] = {"bronze": {}, "silver": {}, "gold": {}}
     for name, landed_at in landed.items():
-        if name in bronze:
-            out["bronze"][name] = bronze[name][1] - landed_at
-        if name not in silver:
+        if name not in bronze:
             continue
-        version, at = silver[name]
-        out["silver"][name] = at - landed_at
-        gold_at = min((t for end, t in gold_batches if end > version), default=None)
-        if gold_at is not None:
-            out["gold"][name] = gold_at - landed_at
+        version, at = bronze[name]
+        out["bronze"][name] = at - landed_at
+        if name in silver:
+            out["silver"][name] = silver[name][1] - landed_at
+        batch = batch_of.get(version)
+        if batch is not None and batch in gold_at:
+            out["gold"][name] = gold_at[batch] - landed_at
     return out
+
+
+def gold_batches(lake: str) -> int:
+    """How many batches added to gold (its commits tagged with a batch id)."""
+    commits = read_commits(f"{lake}/gold/hourly_product_metrics")
+    return len({c.txn_version for c in commits if c.txn_version is not None})
 
 
 def percentile(values: list[float], q: float) -> float | None:

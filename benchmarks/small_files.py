@@ -1,15 +1,11 @@
 """Files per table after many small micro-batches, with and without medallion's compaction
 of small files (medallion/compaction.py).
 
-Each micro-batch is what the events streams do with one small landed file, called directly
-rather than through 3 x N real triggers (which cost minutes more on a laptop):
-
-- bronze: the batch's rows appended to ``bronze/events`` (a blind append, as Delta's streaming
-  sink commits it);
-- silver: the real ``foreachBatch`` function of ``silver_events`` on those rows (quarantine
-  append + MERGE into ``silver/events``);
-- gold: the real ``foreachBatch`` function of ``gold_hourly_product_metrics`` on the batch's
-  valid events (MERGE into ``gold/hourly_product_metrics``).
+Each micro-batch is what the events stream does with one small landed file, called directly
+rather than through N real triggers (which cost minutes more on a laptop): the real
+``foreachBatch`` function of ``bronze_events`` (streams/events.py) on the file's lines, which
+appends to bronze, the quarantine and silver, MERGEs into gold and appends the users it
+counted.
 
 ``--mode on`` runs the compaction check after every batch, as a streaming run does every
 ``compaction_check_seconds``; ``--mode off`` never compacts. Local sessions turn Delta's own
@@ -57,26 +53,18 @@ def run(mode: str, batches: int, events_per_batch: int, lake: Path) -> dict:
     from medallion.generate import generate_event_lines
     from medallion.ops.maintain import maintain
     from medallion.session import get_spark
-    from medallion.streams.flows import gold_hourly_batch, silver_events_batch
-    from medallion.streams.sinks import append_batch
+    from medallion.streams.events import events_batch
     from medallion.tables import ensure_tables
-    from medallion.transforms.bronze import to_bronze
-    from medallion.transforms.silver import valid_events, validate_events
 
     spark = get_spark(app_name="medallion-small-files")
     config = Config(landing=str(lake / "landing"), lake=str(lake / "lake"))
     ensure_tables(spark, config)
-    functions = {}
-    for name, factory in (
-        ("silver_events", silver_events_batch),
-        ("gold_hourly_product_metrics", gold_hourly_batch),
-    ):
-        checkpoint = config.checkpoint(name)
-        os.makedirs(checkpoint, exist_ok=True)
-        Path(checkpoint, "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}))
-        functions[name] = factory(config, checkpoint)
+    checkpoint = config.checkpoint("bronze_events")
+    os.makedirs(checkpoint, exist_ok=True)
+    Path(checkpoint, "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}))
+    # The events' foreachBatch function: bronze, quarantine, silver and gold of each batch.
+    process = events_batch(config, checkpoint)
 
-    bronze = config.table("bronze/events")
     samples: dict[int, dict] = {}
     started = time.monotonic()
     for batch in range(batches):
@@ -89,11 +77,7 @@ def run(mode: str, batches: int, events_per_batch: int, lake: Path) -> dict:
         raw = spark.createDataFrame(
             lines, "value STRING, _source_file STRING, _ingested_at TIMESTAMP"
         )
-        rows = to_bronze(raw).persist()
-        append_batch(rows, bronze)
-        functions["silver_events"](rows, batch)
-        functions["gold_hourly_product_metrics"](valid_events(validate_events(rows)), batch)
-        rows.unpersist()
+        process(raw, batch)
         if mode == "on":
             compact_fragmented(spark, [config.table(key) for key in TABLES])
         if batch + 1 in (1, 50, 100, 150, batches):

@@ -19,9 +19,9 @@ from measure import (
     PYTHON,
     REPO,
     TreeSampler,
+    gold_batches,
     kill_tree,
     percentile,
-    source_end_versions,
     visible_times,
 )
 
@@ -160,9 +160,7 @@ def measure_latency(
         "caught_up": caught_up,
         "exit_code": exit_code,
         "layers": {layer: _summary(list(latencies[layer].values())) for layer in latencies},
-        "gold_batches": len(
-            source_end_versions(f"{lake}/_checkpoints/gold_hourly_product_metrics")
-        ),
+        "gold_batches": gold_batches(lake),
         "peak_total_rss_mb": round(sampler.peaks.total_rss_mb),
         "peak_jvm_heap_used_mb": round(sampler.peaks.jvm_heap_used_mb),
     }
@@ -217,4 +215,73 @@ def measure_recovery(
         "restart_to_first_batch_s": _round(first_batch_at and first_batch_at - restarted_at),
         "restart_to_caught_up_s": _round(caught_up_at - restarted_at) if caught_up else None,
         "exit_code": exit_code,
+    }
+
+
+def _executed_batches(lake: str, query: str) -> list[dict]:
+    """The executed batches of one stream, oldest first, from ``_system/stream_progress``."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(f"{lake}/_system/stream_progress").to_pyarrow_table(
+        columns=["query_name", "batch_id", "num_input_rows", "duration_ms"]
+    )
+    batches = []
+    for row in table.to_pylist():
+        durations = dict(row["duration_ms"] or [])
+        if row["query_name"] == query and "addBatch" in durations and row["num_input_rows"]:
+            batches.append({"batch": row["batch_id"], "rows": row["num_input_rows"], **durations})
+    return sorted(batches, key=lambda b: b["batch"])
+
+
+def measure_growth(
+    workdir: Path,
+    seconds: float,
+    events_per_file: int = 2000,
+    windows: int = 5,
+    faults: FaultRates | None = None,
+) -> dict:
+    """Stream for ``seconds`` while a file of ``events_per_file`` events lands every second;
+    then each batch's time against the lines ingested before it, in ``windows`` spans of the
+    run: flat when a batch costs the same on a small lake and on a large one."""
+    faults = faults or FaultRates()
+    landing, lake = str(workdir / "landing"), str(workdir / "lake")
+    process = _start_stream(landing, lake, workdir / "stream.log", None)
+    feeder = Feeder(landing, events_per_file, 1.0, faults)
+    try:
+        _warm_up(lake, feeder)
+        feeder.start()
+        time.sleep(seconds)
+        feeder.stop()
+        _wait_visible(lake, dict(feeder.landed), "gold", timeout=300)
+    finally:
+        exit_code = _stop_stream(process)
+    batches = _executed_batches(lake, "bronze_events")[1:]  # the warm-up file's batch
+    before = 0
+    for batch in batches:
+        batch["lines_before"] = before
+        before += batch["rows"]
+    size = max(1, len(batches) // windows)
+    spans = []
+    for start in range(0, size * windows, size):
+        part = batches[start : start + size]
+        if not part:
+            break
+        ms = sorted(b["triggerExecution"] for b in part)
+        spans.append(
+            {
+                "lines_before": part[0]["lines_before"],
+                "batches": len(part),
+                "median_batch_s": round(ms[len(ms) // 2] / 1000, 3),
+                "median_rows": sorted(b["rows"] for b in part)[len(part) // 2],
+            }
+        )
+    first, last = spans[0]["median_batch_s"], spans[-1]["median_batch_s"]
+    return {
+        "seconds": seconds,
+        "events_per_file": events_per_file,
+        "exit_code": exit_code,
+        "batches": len(batches),
+        "lines": before,
+        "windows": spans,
+        "last_over_first": round(last / first, 3) if first else None,
     }
