@@ -1,8 +1,9 @@
 """The benchmark still runs: a tiny ``make bench QUICK=1`` with its backfill comparisons.
 
 It runs benchmarks/bench.py as ``make bench`` does, with medallion and the batch ceiling on
-2,000 events (the other peers and the streaming, recovery, small-file, scaling and incremental
-parts each start more JVMs, so they are left to ``make bench``), and checks the outputs: the
+2,000 events, and the small deliveries part (the other peers and the streaming, recovery,
+small-file, scaling, growth and incremental parts each start more JVMs, so they are left to
+``make bench``), and checks the outputs: the
 results JSON, the Markdown table, the chart and the target checks. The gold comparison of the peers
 is checked without Spark.
 """
@@ -37,7 +38,7 @@ def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
         "--events",
         "2000",
         "--skip",
-        "peers,latency,recovery,small_files,scaling,incremental",
+        "peers,latency,recovery,small_files,scaling,growth,incremental",
         "--out",
         str(out),
         "--workdir",
@@ -61,3 +62,5 @@ def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
     table = (out / "latest.md").read_text()
     assert "| medallion |" in table and "| batch_ceiling |" in table
     assert (out / "latest.png").stat().st_size > 10_000
+    deliveries = results["deliveries"]
+    assert deliveries["medallion_median_s"] > 0 and deliveries["ratio"] > 0

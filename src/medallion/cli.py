@@ -149,7 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lake", required=True, help="folder of the Delta tables and checkpoints")
     run.add_argument("--stream", action="store_true", help="keep running until SIGINT/SIGTERM")
     run.add_argument(
-        "--interval", type=float, default=5.0, help="seconds between micro-batches with --stream"
+        "--interval",
+        type=float,
+        default=Config.trigger_interval_seconds,
+        help="with --stream: seconds between looks for new input while idle (a stream with "
+        "input runs its batches back to back)",
     )
     run.add_argument(
         "--max-files-per-trigger", type=int, default=None, help="landing files per micro-batch"

@@ -274,7 +274,9 @@ class Config:
     delta_source: DeltaSourceOptions = field(default_factory=DeltaSourceOptions)
     # Per-stream overrides of ``delta_source``, keyed by stream (query) name.
     delta_source_overrides: dict[str, DeltaSourceOptions] = field(default_factory=dict)
-    trigger_interval_seconds: float = 5.0
+    # How often a streaming run's queries look for new input while they are idle; a query
+    # with input runs its batches back to back.
+    trigger_interval_seconds: float = 0.5
     # How long, in all, to wait for in-flight batches when a streaming run is asked to stop.
     stop_timeout_seconds: float = 60.0
     # How often a streaming run checks its tables for small files to compact (compaction.py).

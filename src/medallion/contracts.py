@@ -8,7 +8,9 @@ a missing field from an explicit ``null``, and an object from an array or a scal
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -43,6 +45,7 @@ REVENUE_SUM_TYPE = "decimal(28,4)"
 
 # Java's \s, spelled out so that the plain-Python oracle in the tests can use the same class.
 BLANK_PATTERN = r"^[ \t\n\x0B\f\r]*\z"
+BLANK_CHARACTERS = (" ", "\t", "\n", "\x0b", "\f", "\r")
 
 # JSON's whitespace (RFC 8259): what may come before and after the value of a line.
 JSON_WHITESPACE = " \t\r\n"
@@ -93,7 +96,7 @@ _JSON_KIND_OF = {"string": "string", "timestamp": "string", "money": "number", "
 
 def strip_bom(raw: Column) -> Column:
     """The line without a leading UTF-8 byte-order mark."""
-    return F.regexp_replace(raw, "^\ufeff", "")
+    return F.when(raw.startswith("\ufeff"), F.substring(raw, 2, 2**31 - 1)).otherwise(raw)
 
 
 def parse_json_line(raw: Column) -> Column:
@@ -143,8 +146,10 @@ def as_string(value: Column) -> Column:
 
 
 def is_blank(text: Column) -> Column:
-    """True when the text is empty or only whitespace."""
-    return text.rlike(BLANK_PATTERN)
+    """True when the text is empty or only whitespace (the pattern only runs for a text that
+    starts with whitespace)."""
+    starts_blank = F.substring(text, 1, 1).isin(*BLANK_CHARACTERS)
+    return (text == "") | (starts_blank & text.rlike(BLANK_PATTERN))
 
 
 def json_key_pattern(name: str) -> str:
@@ -207,16 +212,20 @@ def parse_event_timestamp(text: Column) -> Column:
     return F.when(text.rlike(TIMESTAMP_PATTERN), F.try_to_timestamp(text))
 
 
-def _check(condition: Column, message: Column | str) -> Column:
-    """The message when the condition holds (a failed rule), else NULL."""
-    return F.when(condition, message if isinstance(message, Column) else F.lit(message))
+# A failed rule: the condition that says it failed, and the message that says why. The
+# message is only computed for a record where some rule failed.
+Rule = tuple[Column, Column]
+
+
+def _rule(condition: Column, message: Column | str) -> Rule:
+    return condition, message if isinstance(message, Column) else F.lit(message)
 
 
 # Per-field values are extracted from the VARIANT once, into these hidden columns, and the
 # rules read the columns: written inline, every rule would extract the field again (a rule
 # set references each field ~15 times, which made validation three times slower).
 def _hidden(part: str, name: str) -> str:
-    """The name of one hidden per-field column, for example ``__kind_revenue``."""
+    """The name of one hidden per-field column, for example ``__schema_revenue``."""
     return f"__{part}_{name}"
 
 
@@ -232,22 +241,26 @@ def field_value(name: str) -> Column:
     return F.col(_hidden("typed", name))
 
 
-def with_field_values(
-    df: DataFrame, doc: Column, fields: tuple[FieldRule, ...], raw: Column | None = None
-) -> DataFrame:
-    """``df`` plus each field's JSON kind, text and typed value, extracted from ``doc`` once.
+# The ``schema_of_variant`` texts of each JSON kind a rule can expect.
+_SCHEMAS_OF_KIND = {
+    "string": ("STRING",),
+    "number": ("BIGINT", "INT", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT"),
+}
 
-    :func:`record_reason`, :func:`field_text` and :func:`field_value` read these columns, whose
-    names start with ``__``; select the columns you need afterwards. ``raw`` is the line
-    (default: the ``_raw`` column), read again only for a money value that the VARIANT holds
-    as a double (see :func:`number_as_written`).
-    """
+
+def _has_kind(schema: Column, kind: str) -> Column:
+    """True when a ``schema_of_variant`` text is of this JSON kind (string or number)."""
+    matches = schema.isin(*_SCHEMAS_OF_KIND[kind])
+    return matches | schema.startswith("DECIMAL") if kind == "number" else matches
+
+
+def field_value_stages(
+    doc: Column, fields: tuple[FieldRule, ...], raw: Column | None = None
+) -> tuple[list[Column], ...]:
+    """The columns :func:`with_field_values` adds, as the projections that add them in turn
+    (each reads the columns of the one before)."""
     raw = F.col("_raw") if raw is None else raw
-    # Three projections, each reading the previous one's columns, so that each value is
-    # computed once (Spark does not merge projections that would repeat costly expressions).
-    values = df.select(
-        "*", *[json_field(doc, rule.name).alias(_hidden("value", rule.name)) for rule in fields]
-    )
+    values = [json_field(doc, rule.name).alias(_hidden("value", rule.name)) for rule in fields]
     columns: list[Column] = []
     for rule in fields:
         value = F.col(_hidden("value", rule.name))
@@ -263,7 +276,7 @@ def with_field_values(
             # The number's exact text: the VARIANT's for a decimal or an integer, the line's
             # own for a double (an exponent or over 38 digits: the VARIANT rounded it).
             written = F.when(schema == "DOUBLE", number_as_written(raw, rule.name)).when(
-                kind_of_schema(schema) == "number", text
+                _has_kind(schema, "number"), text
             )
             columns += [
                 written.alias(_hidden("number", rule.name)),
@@ -273,69 +286,86 @@ def with_field_values(
             columns.append(integer_value(value).alias(_hidden("typed", rule.name)))
         else:
             columns.append(text.alias(_hidden("typed", rule.name)))
-    typed = values.select("*", *columns)
-    derived: list[Column] = []
-    for rule in fields:
-        derived.append(
-            kind_of_schema(F.col(_hidden("schema", rule.name))).alias(_hidden("kind", rule.name))
-        )
-        if rule.kind == "money":
-            derived.append(
-                money_value(F.col(_hidden("number", rule.name))).alias(_hidden("typed", rule.name))
-            )
-    return typed.select("*", *derived)
+    derived = [
+        money_value(F.col(_hidden("number", rule.name))).alias(_hidden("typed", rule.name))
+        for rule in fields
+        if rule.kind == "money"
+    ]
+    return tuple(stage for stage in (values, columns, derived) if stage)
+
+
+def with_field_values(
+    df: DataFrame, doc: Column, fields: tuple[FieldRule, ...], raw: Column | None = None
+) -> DataFrame:
+    """``df`` plus each field's JSON schema, text and typed value, extracted from ``doc`` once.
+
+    :func:`record_reason`, :func:`field_text` and :func:`field_value` read these columns, whose
+    names start with ``__``; select the columns you need afterwards. ``raw`` is the line
+    (default: the ``_raw`` column), read again only for a money value that the VARIANT holds
+    as a double (see :func:`number_as_written`).
+    """
+    return apply_stages(df, field_value_stages(doc, fields, raw))
+
+
+def apply_stages(df: DataFrame, stages: Sequence[Sequence[Column]]) -> DataFrame:
+    """``df`` with each stage's columns added in turn. Separate projections, so each value is
+    computed once: Spark does not merge projections that would repeat costly expressions."""
+    for stage in stages:
+        df = df.select("*", *stage)
+    return df
 
 
 def _field_missing(name: str) -> Column:
-    kind = F.col(_hidden("kind", name))
-    return kind.isNull() | (kind == "null")
+    """True when the field is absent or JSON null."""
+    return F.col(_hidden("value", name)).isNull() | (F.col(_hidden("schema", name)) == "VOID")
 
 
-def _field_checks(rule: FieldRule) -> list[Column]:
-    kind = F.col(_hidden("kind", rule.name))
+def _field_rules(rule: FieldRule) -> list[Rule]:
+    schema = F.col(_hidden("schema", rule.name))
     missing = _field_missing(rule.name)
     expected = _JSON_KIND_OF[rule.kind]
-    well_typed = ~missing & (kind == expected)
+    right_kind = _has_kind(schema, expected)
+    well_typed = ~missing & right_kind
     text = field_text(rule.name)
-    checks: list[Column] = []
+    rules: list[Rule] = []
     if rule.required:
-        checks.append(_check(missing, f"missing field: {rule.name}"))
+        rules.append(_rule(missing, f"missing field: {rule.name}"))
     noun = "an integer" if rule.kind == "integer" else f"a {expected}"
-    checks.append(
-        _check(
-            ~missing & (kind != expected),
-            F.concat(F.lit(f"{rule.name} must be {noun}, got "), kind),
+    rules.append(
+        _rule(
+            ~missing & ~right_kind,
+            F.concat(F.lit(f"{rule.name} must be {noun}, got "), kind_of_schema(schema)),
         )
     )
     if rule.kind == "string" and rule.required:
-        checks.append(_check(well_typed & is_blank(text), f"{rule.name} is empty"))
+        rules.append(_rule(well_typed & is_blank(text), f"{rule.name} is empty"))
     if rule.allowed:
-        checks.append(
-            _check(
-                well_typed & ~is_blank(text) & ~text.isin(*rule.allowed),
+        rules.append(
+            _rule(
+                well_typed & ~text.isin(*rule.allowed) & ~is_blank(text),
                 F.concat(F.lit(f"unknown {rule.name}: "), F.substring(text, 1, 64)),
             )
         )
     if rule.kind == "timestamp":
-        no_zone = text.rlike(NO_ZONE_PATTERN)
         parsed = field_value(rule.name)
-        # The patterns only run for a timestamp that did not parse (AND stops at the first false).
-        bad_offset = (
-            parsed.isNull() & text.rlike(ANY_OFFSET_PATTERN) & ~text.rlike(TIMESTAMP_PATTERN)
-        )
-        checks.append(_check(well_typed & no_zone, f"{rule.name} has no time zone"))
-        checks.append(
-            _check(
-                well_typed & bad_offset,
+        # Every pattern below runs only for a timestamp that did not parse: a parsed one
+        # matched TIMESTAMP_PATTERN, which has a zone in range (AND stops at the first false).
+        unparsed = well_typed & parsed.isNull()
+        no_zone = text.rlike(NO_ZONE_PATTERN)
+        bad_offset = text.rlike(ANY_OFFSET_PATTERN) & ~text.rlike(TIMESTAMP_PATTERN)
+        rules.append(_rule(unparsed & no_zone, f"{rule.name} has no time zone"))
+        rules.append(
+            _rule(
+                unparsed & bad_offset,
                 F.concat(
                     F.lit(f"{rule.name} has a zone offset outside -18:00..+18:00: "),
                     F.substring(text, 1, 64),
                 ),
             )
         )
-        checks.append(
-            _check(
-                well_typed & ~no_zone & parsed.isNull() & ~bad_offset,
+        rules.append(
+            _rule(
+                unparsed & ~no_zone & ~bad_offset,
                 F.concat(
                     F.lit(f"{rule.name} is not an ISO-8601 timestamp with a zone: "),
                     F.substring(text, 1, 64),
@@ -343,8 +373,8 @@ def _field_checks(rule: FieldRule) -> list[Column]:
             )
         )
         low, high = (F.lit(bound).cast("timestamp") for bound in TIMESTAMP_RANGE)
-        checks.append(
-            _check(
+        rules.append(
+            _rule(
                 well_typed & ((parsed < low) | (parsed >= high)),
                 F.concat(
                     F.lit(
@@ -355,8 +385,8 @@ def _field_checks(rule: FieldRule) -> list[Column]:
             )
         )
     if rule.kind == "integer":
-        checks.append(
-            _check(
+        rules.append(
+            _rule(
                 well_typed & field_value(rule.name).isNull(),
                 F.concat(F.lit(f"{rule.name} must be an integer, got "), F.substring(text, 1, 64)),
             )
@@ -364,17 +394,15 @@ def _field_checks(rule: FieldRule) -> list[Column]:
     if rule.kind == "money":
         as_double = F.col(_hidden("double", rule.name))
         not_finite = as_double.isNull() | F.isnan(as_double) | (F.abs(as_double) == float("inf"))
-        checks.append(_check(well_typed & not_finite, f"{rule.name} is not a finite number"))
-        checks.append(
-            _check(well_typed & ~not_finite & (as_double < 0), f"{rule.name} is negative")
-        )
-        checks.append(
-            _check(
+        rules.append(_rule(well_typed & not_finite, f"{rule.name} is not a finite number"))
+        rules.append(_rule(well_typed & ~not_finite & (as_double < 0), f"{rule.name} is negative"))
+        rules.append(
+            _rule(
                 well_typed & ~not_finite & (as_double >= 0) & field_value(rule.name).isNull(),
                 f"{rule.name} does not fit {REVENUE_TYPE} (at most 14 integer and 4 decimal digits)",
             )
         )
-    return checks
+    return rules
 
 
 def integer_value(value: Column) -> Column:
@@ -397,23 +425,27 @@ def _structural_reason(raw: Column, doc: Column) -> Column:
         )
         .when(not_json, F.lit("malformed JSON: not parseable"))
         .when(
-            ~F.ltrim(strip_bom(raw), F.lit(JSON_WHITESPACE)).startswith("{"),
+            # The line is JSON here, so after its byte-order mark it holds no other one.
+            ~F.ltrim(raw, F.lit(JSON_WHITESPACE + "\ufeff")).startswith("{"),
             F.concat(F.lit("not a JSON object: got "), json_kind(doc)),
         )
     )
 
 
 def record_reason(
-    raw: Column, doc: Column, fields: tuple[FieldRule, ...], extra: tuple[Column, ...] = ()
+    raw: Column, doc: Column, fields: tuple[FieldRule, ...], extra: tuple[Rule, ...] = ()
 ) -> Column:
     """Why a raw line breaks its contract, or NULL when it is valid.
 
     ``doc`` is ``parse_json_line(raw)``, and the fields' columns come from
     :func:`with_field_values`. Every failed rule is listed, separated by ``"; "``, so a record
-    with a missing key and a wrong type says both.
+    with a missing key and a wrong type says both. A valid record costs the rules' conditions
+    only: the messages are put together for a record where one of them holds.
     """
-    content = [c for rule in fields for c in _field_checks(rule)] + list(extra)
-    content_reason = F.array_join(F.array_compact(F.array(*content)), "; ")
+    rules = [r for rule in fields for r in _field_rules(rule)] + list(extra)
+    failed = reduce(lambda a, b: a | b, (condition for condition, _ in rules))
+    messages = F.array(*[F.when(condition, message) for condition, message in rules])
+    content_reason = F.when(failed, F.array_join(F.array_compact(messages), "; "))
     return F.coalesce(_structural_reason(raw, doc), F.nullif(content_reason, F.lit("")))
 
 
@@ -421,7 +453,7 @@ def event_reason(raw: Column, doc: Column) -> Column:
     """Why a raw event line is not a valid event, or NULL when it is valid (reads the columns
     of ``with_field_values(..., EVENT_FIELDS)``)."""
     is_purchase = field_text("event_type") == "purchase"
-    no_revenue = _check(is_purchase & _field_missing("revenue"), "purchase without revenue")
+    no_revenue = _rule(is_purchase & _field_missing("revenue"), "purchase without revenue")
     return record_reason(raw, doc, EVENT_FIELDS, (no_revenue,))
 
 

@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Config, ConfigError, KafkaSourceOptions, quote_identifier
 from medallion.session import is_connect_session
-from medallion.streams.flows import FLOWS, Flow
+from medallion.streams.flows import FLOWS, Flow, fusion_head
 from medallion.streams.runner import RunReport, TableSummary, run_available_now, run_streaming
 from medallion.tables import ensure_tables
 
@@ -184,19 +184,26 @@ def widget_values(namespace: Mapping[str, object], names: Sequence[str]) -> dict
 
 def select_flows(layer: str | None, names: Sequence[str] = ()) -> tuple[Flow, ...]:
     """The flows to run: the named ones (which must belong to ``layer`` when it is given), or
-    every flow of ``layer``. Raises :class:`ConfigError` naming what is unknown."""
-    known = {f.name: f for f in FLOWS}
+    every flow of ``layer``. A flow fused into another (silver_events into bronze_events) runs
+    with it, in its layer's task (streams/fusion.py). Raises :class:`ConfigError` naming what
+    is unknown."""
+    known = {f.name: f for f in FLOWS if fusion_head(f.name) is None}
     if names:
+        fused = {n: head.name for n in names if (head := fusion_head(n)) is not None}
+        if fused:
+            raise ConfigError(
+                "; ".join(f"{n} runs inside {head}: name {head}" for n, head in fused.items())
+            )
         unknown = [n for n in names if n not in known]
         if unknown:
             raise ConfigError(f"unknown flows {', '.join(unknown)}; known: {', '.join(known)}")
         elsewhere = [n for n in names if layer is not None and known[n].layer != layer]
         if elsewhere:
             raise ConfigError(f"flows {', '.join(elsewhere)} are not in layer {layer!r}")
-        return tuple(f for f in FLOWS if f.name in names)
+        return tuple(f for f in known.values() if f.name in names)
     if layer is None:
         raise ConfigError(f"name the flows to run (comma-separated): {', '.join(known)}")
-    selected = tuple(f for f in FLOWS if f.layer == layer)
+    selected = tuple(f for f in known.values() if f.layer == layer)
     if not selected:
         layers = sorted({f.layer for f in FLOWS})
         raise ConfigError(f"no flows in layer {layer!r}; layers: {', '.join(layers)}")

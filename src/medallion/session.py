@@ -56,6 +56,15 @@ LOCAL_SPARK_CONF: dict[str, str] = {
     "spark.databricks.delta.optimize.minFileSize": str(32 * 1024 * 1024),
 }
 
+# medallion's own local sessions evaluate queries rather than compile them to Java: a stream's
+# batches and Delta's reads of its own log (for every write tagged with txnAppId) are small,
+# and generating their code each time took a third of a streaming run's CPU. Large batches of
+# events are compiled all the same (streams/events.py).
+INTERPRETED_QUERIES: dict[str, str] = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
 
 def _running_on_databricks() -> bool:
     return "DATABRICKS_RUNTIME_VERSION" in os.environ
@@ -173,7 +182,8 @@ def get_spark(
             log.warning("the running Spark session was started without %s", ", ".join(missing))
         return active
     with _driver_owns_sigterm():
-        spark = local_builder(app_name, master, extra, packages).getOrCreate()
+        confs = {**INTERPRETED_QUERIES, **(extra or {})}
+        spark = local_builder(app_name, master, confs, packages).getOrCreate()
     quiet_spark_logs(spark)
     return spark
 

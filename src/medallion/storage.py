@@ -4,6 +4,7 @@ local folders (and Unity Catalog volumes through their FUSE mount) directly, any
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -80,6 +81,35 @@ def read_text(spark: SparkSession, path: str) -> str:
         return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
     finally:
         stream.close()
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """Write a small file (its folder is created), replacing any file of that name."""
+    local = local_path(path)
+    if local is not None:
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        temporary = f"{local}.tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, local)
+        return
+    fs, hadoop_path = _hadoop_fs(spark, path)
+    stream = fs.create(hadoop_path, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+def delete_file(spark: SparkSession, path: str) -> None:
+    """Delete one file (nothing happens when it does not exist)."""
+    local = local_path(path)
+    if local is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(local)
+        return
+    fs, hadoop_path = _hadoop_fs(spark, path)
+    fs.delete(hadoop_path, False)
 
 
 def delete_folder(spark: SparkSession, path: str) -> None:

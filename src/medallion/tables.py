@@ -80,10 +80,14 @@ SCHEMAS: dict[str, str] = {
     ),
 }
 
-# Streaming tables take many small commits: let Delta compact and size files as it writes.
+# Streaming tables take many small commits: let Delta compact and size files as it writes
+# (where medallion does not compact them itself: medallion/compaction.py). A checkpoint of the
+# log every 100 commits rather than 10: writing one stalls the commit that triggers it, and a
+# stream commits to each of its tables every batch.
 _STREAMING_WRITE_PROPERTIES = {
     "delta.autoOptimize.optimizeWrite": "true",
     "delta.autoOptimize.autoCompact": "true",
+    "delta.checkpointInterval": "100",
 }
 
 PROPERTIES: dict[str, dict[str, str]] = {

@@ -114,7 +114,7 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
             run(name, job_key)
             result.snapshots[name] = comparable_snapshot(spark, config)
         params = {"landing": str(landing), "lake": str(lake), "cdf_table": GOLD}
-        for name, extra in (("explore", {}), ("changes", {"flows": "gold_hourly_product_metrics"})):
+        for name, extra in (("explore", {}), ("changes", {"flows": "gold_customer_changes"})):
             result.runs[name] = execute_notebook(
                 ROOT / "notebooks" / f"{name}.ipynb",
                 {**params, **extra},

@@ -105,7 +105,7 @@ def test_the_pipeline_job_through_spark_connect_matches_the_local_run(
 
     # The streams ran in the server, not in the kernels.
     log = server_log.read_text(errors="replace")
-    assert "bronze_events" in log and "gold_hourly_product_metrics" in log
+    assert "bronze_events" in log and "gold_daily_revenue_by_country" in log
     bronze = (tmp_path / "runs" / "bronze.ipynb").read_text()
     assert "delta-spark_4.2" not in bronze  # no local session resolved the Delta jars
 

@@ -46,7 +46,7 @@ def test_plain_spark_refuses_such_a_checkpoint_and_medallion_recovers(
     with pytest.raises(PySparkException, match="STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY"):
         plain.awaitTermination()
 
-    for stream in ("bronze_events", "silver_events", "gold_hourly_product_metrics"):
+    for stream in ("bronze_events", "silver_customers", "gold_customer_changes"):
         _abandon_first_offset_write(lake / "_checkpoints" / stream)
     run_available_now(spark, config)
     assert_lake_matches(spark, config, expected_from(landing))

@@ -11,18 +11,18 @@ from medallion.streams.runner import run_available_now
 
 def test_a_broken_checkpoint_fails_with_a_message_naming_the_stream(spark, config, dirs, capsys):
     landing, lake = dirs
-    generate(str(landing), events=100, customers=0, files=1, seed=1)
+    generate(str(landing), events=100, customers=10, files=1, seed=1)
     run_available_now(spark, config)
-    offsets = lake / "_checkpoints" / "silver_events" / "offsets" / "0"
+    offsets = lake / "_checkpoints" / "silver_customers" / "offsets" / "0"
     offsets.write_text("this is not an offset log\n")
-    generate(str(landing), events=50, customers=0, files=1, seed=2)
+    generate(str(landing), events=50, customers=10, files=1, seed=2)
     capsys.readouterr()
 
     # In this process (its Spark session): the CLI's error handling is what is under test.
     assert main(["run", "--landing", str(landing), "--lake", str(lake)]) == 1
     message = capsys.readouterr().err.strip().splitlines()[-1]
-    assert message.startswith("medallion run: failed: stream 'silver_events'")
-    assert "_checkpoints/silver_events" in message
+    assert message.startswith("medallion run: failed: stream 'silver_customers'")
+    assert "_checkpoints/silver_customers" in message
     assert len(message) < 1200
 
 

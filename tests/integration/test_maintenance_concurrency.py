@@ -37,7 +37,8 @@ def test_optimize_runs_beside_a_live_stream_which_continues_without_loss(
         "--interval", "0.5", "--max-files-per-trigger", "1",
         log_path=log,
     )  # fmt: skip
-    gold = lake / "_checkpoints" / "gold_hourly_product_metrics"
+    # bronze_events carries each batch through silver and gold (streams/fusion.py).
+    gold = lake / "_checkpoints" / "bronze_events"
     try:
         assert wait_until(lambda: committed_batches(gold) >= 1, timeout=300), log.read_text()[
             -3000:

@@ -17,6 +17,7 @@ from medallion.ops.monitor import read_progress
 from medallion.ops.reset import execute_reset, plan_reset
 from medallion.ops.status import lake_status, render_status
 from medallion.streams.flows import FLOWS, flow
+from medallion.streams.fusion import is_member
 from medallion.streams.runner import run_available_now
 from medallion.tables import history, read_table
 
@@ -47,29 +48,36 @@ def test_progress_is_recorded_status_shows_lag_and_a_reset_layer_is_rebuilt_equa
     bronze = next(r for r in rows if r.query_name == "bronze_events" and r.num_input_rows)
     assert "addBatch" in bronze.duration_ms and bronze.timestamp is not None
     assert bronze.sources[0].description.startswith("FileStreamSource")
-    # Bronze appends with Delta's own sink (exactly-once by its txn log), not foreachBatch.
-    assert bronze.sink_description == f"DeltaSink[{config.table('bronze/events').path}]"
+    # bronze_events carries each batch through bronze, silver and gold in one foreachBatch.
+    assert bronze.sink_description == "ForeachBatchSink"
+    assert set(report.batches) == {f.name for f in FLOWS if not is_member(f)}
 
-    # Caught up: no lag anywhere; then one new file lands and only bronze runs.
+    # Caught up: no lag anywhere; then one new file lands and only the events run.
     status = lake_status(spark, config, str(landing))
     tables = {t["table"]: t for t in status["tables"]}
     assert tables["silver/events"]["rows"] == len(expected_from(landing).silver)
-    assert tables["bronze/events"]["last_operation"] == "STREAMING UPDATE"
+    assert tables["bronze/events"]["last_operation"] == "WRITE"
     streams = _streams(status)
     assert streams["bronze_events"]["lag"]["pending_files"] == 0
-    assert streams["silver_events"]["lag"]["versions_behind"] == 0
-    assert streams["gold_hourly_product_metrics"]["last_progress"]["input_rows"] > 0
+    assert streams["silver_events"]["lag"] == {
+        "kind": "fused",
+        "note": "carried by bronze_events (no lag of its own)",
+    }
+    assert streams["gold_daily_revenue_by_country"]["lag"]["versions_behind"] == 0
+    assert streams["bronze_events"]["last_progress"]["input_rows"] > 0
     write_file_atomically(str(landing / "events"), "new.json", [NEW_EVENT])
     lag = _streams(lake_status(spark, config, str(landing)))["bronze_events"]["lag"]
     assert lag["pending_files"] == 1 and lag["landed"] == len(list((landing / "events").iterdir()))
     run_available_now(spark, config, (flow("bronze_events"),))
     status = lake_status(spark, config, str(landing))
     assert _streams(status)["bronze_events"]["lag"]["pending_files"] == 0
-    assert _streams(status)["silver_events"]["lag"]["versions_behind"] == 1
+    assert _streams(status)["gold_daily_revenue_by_country"]["lag"]["versions_behind"] == 1
     text = render_status(status)
-    assert "1 versions of bronze/events unread" in text
+    assert "1 versions of silver/events unread" in text
+    assert "carried by bronze_events" in text
 
-    # Reset silver (and so gold): the next run rebuilds the same tables from bronze.
+    # Reset silver (and so gold): the next run rebuilds the same tables from bronze, silver
+    # and gold of the events catching up from their checkpoints, which then go.
     run_available_now(spark, config)
     before = lake_snapshot(spark, config)
     plan = plan_reset(config, "silver")
@@ -78,10 +86,17 @@ def test_progress_is_recorded_status_shows_lag_and_a_reset_layer_is_rebuilt_equa
     }
     assert set(plan.streams) == {f.name for f in FLOWS if f.layer != "bronze"}
     execute_reset(spark, config, plan)
+    checkpoints = dirs[1] / "_checkpoints"
     assert not (dirs[1] / "silver" / "events").exists()
-    assert not (dirs[1] / "_checkpoints" / "silver_events").exists()
-    assert (dirs[1] / "_checkpoints" / "bronze_events").exists()
-    run_available_now(spark, config)
+    assert list((checkpoints / "silver_events").iterdir()) == []  # catches up from bronze
+    assert list((checkpoints / "gold_hourly_product_metrics").iterdir()) == []
+    assert not (checkpoints / "silver_customers").exists()
+    assert (checkpoints / "bronze_events").exists()
+    report = run_available_now(spark, config)
+    assert report.batches["silver_events"] >= 1
+    assert report.batches["gold_hourly_product_metrics"] >= 1
+    assert not (checkpoints / "silver_events").exists()
+    assert not (checkpoints / "gold_hourly_product_metrics").exists()
     after = lake_snapshot(spark, config)
     # The audit trail records the commits of silver/customers, which are new after a rebuild.
     audit = "gold/customer_changes"
@@ -89,6 +104,11 @@ def test_progress_is_recorded_status_shows_lag_and_a_reset_layer_is_rebuilt_equa
         k: v for k, v in before.items() if k != audit
     }
     assert_change_feed_audited(spark, config)
+    assert_lake_matches(spark, config, expected_from(landing))
+    # From now on bronze_events carries silver and gold again.
+    write_file_atomically(str(landing / "events"), "newer.json", [NEW_EVENT.replace("late-", "2-")])
+    report = run_available_now(spark, config)
+    assert "silver_events" not in report.batches
     assert_lake_matches(spark, config, expected_from(landing))
 
 
@@ -111,47 +131,50 @@ def test_compaction_is_not_reread_downstream_and_vacuum_keeps_what_a_lagging_str
     )
     generate(str(landing), events=300, customers=0, files=3, seed=7)
     run_available_now(spark, config)
-    bronze = config.table("bronze/events")
-    read_before = read_table(spark, bronze).count()
+    silver = config.table("silver/events")
+    read_before = read_table(spark, silver).count()
     generate(str(landing), events=150, customers=0, files=2, seed=8)
-    run_available_now(spark, config, (flow("bronze_events"),))  # silver now lags behind bronze
-    unread = read_table(spark, bronze).count() - read_before
+    # The events alone: gold_daily_revenue_by_country, which reads silver, now lags behind it.
+    run_available_now(spark, config, (flow("bronze_events"),))
+    unread = read_table(spark, silver).count() - read_before
 
     results = {r.table: r for r in maintain(spark, config, vacuum_retention_hours=None)}
-    compacted = results["bronze/events"]
+    compacted = results["silver/events"]
     assert compacted.optimized and compacted.files_before >= 2 and compacted.files_after == 1
-    assert results["silver/events"].zorder == ("event_date", "event_id")
-    version = history(spark, config.table("bronze/events"), 1).collect()[0]
+    assert compacted.zorder == ("event_date", "event_id")
+    version = history(spark, silver, 1).collect()[0]
     assert version.operation == "OPTIMIZE"
-    actions = _delta_actions(lake / "bronze" / "events", version.version)
+    actions = _delta_actions(lake / "silver" / "events", version.version)
     files = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
     assert files and not any(f["dataChange"] for f in files)
 
     # Below Delta's retention check, or not above the stream downtime: refused, nothing runs.
     with pytest.raises(VacuumRefused, match="below Delta's retention check"):
-        maintain(spark, config, ["bronze/events"], vacuum_retention_hours=1)
+        maintain(spark, config, ["silver/events"], vacuum_retention_hours=1)
     spark.sql(
-        f"ALTER TABLE {bronze.sql_name} SET TBLPROPERTIES "
+        f"ALTER TABLE {silver.sql_name} SET TBLPROPERTIES "
         "('delta.deletedFileRetentionDuration' = 'interval 0 hours')"
     )
     with pytest.raises(VacuumRefused, match="maximum stream downtime"):
-        maintain(spark, config, ["bronze/events"], vacuum_retention_hours=0.0001)
-    # The files OPTIMIZE just removed are the ones silver has not read yet: refused.
-    on_disk = files_on_disk(bronze)
-    with pytest.raises(VacuumRefused, match="stream silver_events still has to read"):
-        maintain(spark, config, ["bronze/events"], vacuum_retention_hours=0.0002)
-    assert files_on_disk(bronze) == on_disk
+        maintain(spark, config, ["silver/events"], vacuum_retention_hours=0.0001)
+    # The files OPTIMIZE just removed are the ones the revenue stream has not read yet: refused.
+    on_disk = files_on_disk(silver)
+    with pytest.raises(
+        VacuumRefused, match="stream gold_daily_revenue_by_country still has to read"
+    ):
+        maintain(spark, config, ["silver/events"], vacuum_retention_hours=0.0002)
+    assert files_on_disk(silver) == on_disk
 
-    # The lagging streams catch up and read each new line once, not the compacted copies.
+    # The lagging stream catches up and reads each new row once, not the compacted copies.
     report = run_available_now(spark, config)
-    assert report.table("silver/events").rows_in == unread
+    assert report.table("gold/daily_revenue_by_country").rows_in == unread
     assert_lake_matches(spark, config, expected_from(landing))
 
     # Now nothing lags: VACUUM deletes the small files, and streams resume after it.
     time.sleep(1.0)
-    vacuumed = maintain(spark, config, ["bronze/events"], 0.0002, run_optimize=False)
+    vacuumed = maintain(spark, config, ["silver/events"], 0.0002, run_optimize=False)
     assert vacuumed[0].vacuumed_files == on_disk - 1
-    assert files_on_disk(bronze) == 1
+    assert files_on_disk(silver) == 1
     generate(str(landing), events=100, customers=0, files=1, seed=9)
     run_available_now(spark, config)
     assert_lake_matches(spark, config, expected_from(landing))

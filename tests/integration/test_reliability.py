@@ -31,6 +31,7 @@ from processes import batch_in_flight, kill_group, start_medallion, wait_until
 from medallion.config import Config
 from medallion.generate import generate
 from medallion.streams.flows import FLOWS
+from medallion.streams.fusion import is_member
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 
@@ -45,18 +46,19 @@ SEED = int(os.environ.get("RELIABILITY_SEED", "2026"))
 # The first kills land before the lake exists: as soon as the first run starts creating its
 # tables, then at a random moment of the next run's start-up (session, tables, registration).
 EARLY_MOMENTS = ("table creation", "start-up")
-# Then a stream killed mid-batch (an append, MERGEs, a CDF-fed gold), and a run held between
-# two writes of one foreachBatch (medallion/faults.py) and killed there, with random moments
-# in between.
+# Then a stream killed mid-batch (the events through every layer, MERGEs, a stream-static
+# join), and a run held between two writes of one foreachBatch (medallion/faults.py) and
+# killed there, with random moments in between. bronze_events carries each batch of events
+# through silver and gold (streams/fusion.py): its writes are the pause points.
 MID_BATCH_TARGETS = (
     "bronze_events",
-    "silver_events",
     "silver_customers",
-    "gold_hourly_product_metrics",
     "gold_daily_revenue_by_country",
 )
 PAUSE_POINTS = (
-    "silver_events:quarantined",  # quarantine appended, silver not merged yet
+    "bronze_events:appended",  # bronze appended, nothing of silver or gold yet
+    "silver_events:quarantined",  # quarantine appended, silver not appended yet
+    "silver_events:appended",  # silver appended, gold not merged yet
     "silver_customers:customers_merged",  # customers merged, tombstones not yet
     "gold_hourly:metrics_merged",  # gold's sums added, the users they counted not appended yet
 )
@@ -115,9 +117,8 @@ def _deliveries(staging: Path, landing: Path, schedule: list[str]) -> list[list[
     """The generated files as one delivery per run, so every run has new input to work on.
 
     Event files go round-robin to every run. The (up to four) customer files go to the runs
-    held between the customers and tombstones MERGEs, or killed while silver_customers,
-    bronze_events or silver_events have a batch in flight, so each has work when its kill
-    comes.
+    held between the customers and tombstones MERGEs, or killed while silver_customers or
+    bronze_events have a batch in flight, so each has work when its kill comes.
     """
     kills = len(schedule)
     files = max(12, EVENTS // 150)
@@ -127,12 +128,7 @@ def _deliveries(staging: Path, landing: Path, schedule: list[str]) -> list[list[
     random.Random(SEED).shuffle(events)
     for n, path in enumerate(events):
         deliveries[n % kills].append((path, landing / "events" / path.name))
-    order = (
-        "silver_customers:customers_merged",
-        "silver_customers",
-        "bronze_events",
-        "silver_events",
-    )
+    order = ("silver_customers:customers_merged", "silver_customers", "bronze_events")
     targeted = [schedule.index(t) for t in order if t in schedule] or [0]
     for n, path in enumerate(sorted(staging.glob("customers/*.json"))):
         deliveries[targeted[n % len(targeted)]].append((path, landing / "customers" / path.name))
@@ -187,6 +183,7 @@ def test_repeated_sigkill_then_sigterm_then_available_now_converges(spark, dirs,
         "2",
     )
     checkpoints = {flow.name: lake / "_checkpoints" / flow.name for flow in FLOWS}
+    assert set(MID_BATCH_TARGETS) <= {f.name for f in FLOWS if not is_member(f)}
 
     kill_log = []
     process = None

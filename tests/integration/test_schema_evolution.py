@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 
 import pytest
 from lake_checks import assert_lake_matches
@@ -56,10 +57,12 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
     landing, lake = dirs
     events = str(landing / "events")
     config = config.with_options(trigger_interval_seconds=0.5)
+    streams = (flow("bronze_events"), flow("gold_daily_revenue_by_country"))
 
-    # 1. A running bronze stream takes a file with a new field: no restart, nothing lost.
+    # 1. A running stream takes a file with a new field: no restart, nothing lost; the field
+    #    stays in bronze's raw line.
     bronze_checkpoint = lake / "_checkpoints" / "bronze_events"
-    running = _stream(spark, config, (flow("bronze_events"),))
+    running = _stream(spark, config, streams)
     write_file_atomically(events, "a.json", [_event(1), _event(2)])
     assert wait_until(lambda: committed_batches(bronze_checkpoint) >= 1, timeout=300)
     write_file_atomically(events, "b.json", [_event(3, coupon="SAVE10"), _event(4, coupon=7)])
@@ -70,22 +73,28 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
     raws = {r.event_id: json.loads(r._raw) for r in bronze.collect()}
     assert raws["e3"]["coupon"] == "SAVE10" and raws["e4"]["coupon"] == 7
 
-    # 2. Opt in: restart with the column carried. Silver's MERGE adds it (schema evolution);
-    #    gold, already reading silver, stops once on the schema change and is restarted.
+    # 2. Opt in: restart with the column carried. Silver's append adds it (schema evolution)
+    #    to the events that land from now on; the revenue stream, already reading silver,
+    #    stops once on the schema change and is restarted.
     carried = config.with_options(extra_event_columns=("coupon",))
     caplog.set_level(logging.INFO, logger="medallion.streams.runner")
-    running = _stream(spark, carried, (flow("silver_events"), flow("gold_hourly_product_metrics")))
-    gold = carried.table("gold/hourly_product_metrics")
-    assert wait_until(lambda: read_table(spark, gold).count() > 0, timeout=300, interval=2)
+    running = _stream(spark, carried, streams)
+    assert wait_until(lambda: "starting gold_daily_revenue_by_country" in caplog.text, 300)
+    time.sleep(2)  # the revenue stream reads silver with the schema it had
+    purchase = _event(5, coupon="SAVE20", event_type="purchase", revenue=9.5)
+    write_file_atomically(events, "c.json", [purchase])
+    revenue = carried.table("gold/daily_revenue_by_country")
+    assert wait_until(lambda: read_table(spark, revenue).count() > 0, timeout=300, interval=2)
     _finish(*running)
-    assert "gold_hourly_product_metrics: its source's schema changed; restarting it" in caplog.text
+    restarted = "gold_daily_revenue_by_country: its source's schema changed; restarting it"
+    assert restarted in caplog.text
     silver = read_table(spark, carried.table("silver/events"))
     coupons = {r.event_id: r.coupon for r in silver.collect()}
-    assert coupons == {"e1": None, "e2": None, "e3": "SAVE10", "e4": "7"}
+    assert coupons == {"e1": None, "e2": None, "e3": None, "e4": None, "e5": "SAVE20"}
     assert_lake_matches(spark, config, expected_from(landing))
 
-    # 3. Someone changes a silver column's type: silver stops before writing, saying how to
-    #    recover; nothing is written.
+    # 3. Someone changes a silver column's type: the events stop before writing anything,
+    #    saying how to recover.
     silver_ref = carried.table("silver/events")
     (
         silver.withColumn("revenue", silver["revenue"].cast("string"))
@@ -94,14 +103,16 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
         .option("overwriteSchema", "true")
         .save(silver_ref.path)
     )
-    write_file_atomically(events, "c.json", [_event(5, coupon="X")])
+    bronze_rows = read_table(spark, carried.table("bronze/events")).count()
+    write_file_atomically(events, "d.json", [_event(6, coupon="X")])
     with pytest.raises(PipelineError) as failure:
-        run_available_now(spark, carried, (flow("bronze_events"), flow("silver_events")))
+        run_available_now(spark, carried, (flow("bronze_events"),))
     message = str(failure.value)
-    assert "stream 'silver_events'" in message
+    assert "stream 'bronze_events'" in message
     assert (
         "breaking schema change in silver/events: column revenue is STRING, "
         "expected DECIMAL(18,4) (type changed)" in message
     )
     assert f"medallion reset --lake {lake} --layer silver --table silver/events --yes" in message
-    assert read_table(spark, silver_ref).where("event_id = 'e5'").count() == 0
+    assert read_table(spark, silver_ref).where("event_id = 'e6'").count() == 0
+    assert read_table(spark, carried.table("bronze/events")).count() == bronze_rows

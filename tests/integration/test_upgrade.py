@@ -1,38 +1,12 @@
 """A lake from before gold/hourly_product_users: its keys are filled once, from silver exactly
-as far as the gold stream has read, and gold stays exact as the stream resumes."""
+as far as the gold stream has read (the whole upgrade: tests/integration/test_fusion.py)."""
 
 from __future__ import annotations
 
-import shutil
-
-from lake_checks import assert_lake_matches
-from oracle import expected_from
-
 from medallion.config import Config
-from medallion.generate import generate
 from medallion.ops.checkpoints import DeltaPosition
-from medallion.streams.runner import run_available_now
 from medallion.streams.upgrade import rows_read
-from medallion.tables import read_table, unregister_table
-
-
-def test_a_lake_without_the_users_table_gets_it_from_silver_and_stays_exact(spark, dirs):
-    landing, lake = dirs
-    config = Config(landing=str(landing), lake=str(lake))
-    generate(str(landing), events=800, customers=60, files=2, seed=21)
-    run_available_now(spark, config)
-    # The lake as an earlier medallion left it: gold with its sums, no table of users.
-    users = config.table("gold/hourly_product_users")
-    unregister_table(spark, users)
-    shutil.rmtree(users.path)
-    # The same users and hours come again, so the users counted before must be known.
-    generate(str(landing), events=800, customers=60, files=2, seed=22)
-    run_available_now(spark, config)
-    expected = expected_from(landing)
-    assert_lake_matches(spark, config, expected)
-    keys = read_table(spark, users)
-    counted = sum(row["unique_users"] for row in expected.gold.values())
-    assert keys.count() == keys.distinct().count() == counted
+from medallion.tables import read_table
 
 
 def test_a_stream_stopped_inside_a_version_read_its_first_files(spark, tmp_path):

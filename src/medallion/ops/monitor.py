@@ -52,6 +52,7 @@ PROGRESS_PROPERTIES = {
     "delta.appendOnly": "true",
     "delta.autoOptimize.optimizeWrite": "true",
     "delta.autoOptimize.autoCompact": "true",
+    "delta.checkpointInterval": "100",
 }
 
 

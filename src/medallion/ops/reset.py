@@ -19,7 +19,9 @@ from pyspark.sql import SparkSession
 from medallion.config import Config, ConfigError, TableRef
 from medallion.locks import stream_locks
 from medallion.ops.lineage import downstream
-from medallion.storage import delete_folder
+from medallion.storage import delete_file, delete_folder, write_text
+from medallion.streams.flows import fusion_head
+from medallion.streams.fusion import RESET_MARKER
 from medallion.tables import table_exists, unregister_table
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,18 @@ def execute_reset(spark: SparkSession, config: Config, plan: ResetPlan) -> None:
 
 
 def _delete(spark: SparkSession, config: Config, plan: ResetPlan) -> None:
+    # A stream fused into one that keeps running (silver_events into bronze_events, when bronze
+    # stays) rebuilds its tables by catching up from its source, from an empty checkpoint
+    # (streams/fusion.py). Until its tables are gone, a marker there stops every run.
+    catch_up = [
+        s
+        for s in plan.streams
+        if (head := fusion_head(s)) is not None and head.name not in plan.streams
+    ]
+    for stream in catch_up:
+        checkpoint = config.checkpoint(stream)
+        delete_folder(spark, checkpoint)
+        write_text(spark, f"{checkpoint}/{RESET_MARKER}", "medallion reset in progress\n")
     for table in plan.tables:
         exists = table_exists(spark, table)
         if table.path is not None:
@@ -88,8 +102,12 @@ def _delete(spark: SparkSession, config: Config, plan: ResetPlan) -> None:
             spark.sql(f"DROP TABLE IF EXISTS {table.qualified_name}")
         log.info("reset: deleted table %s", table.key)
     for stream, checkpoint in zip(plan.streams, plan.checkpoints, strict=True):
-        delete_folder(spark, checkpoint)
-        log.info("reset: deleted checkpoint of %s", stream)
+        if stream in catch_up:
+            delete_file(spark, f"{checkpoint}/{RESET_MARKER}")
+            log.info("reset: %s will catch up from its source at the next run", stream)
+        else:
+            delete_folder(spark, checkpoint)
+            log.info("reset: deleted checkpoint of %s", stream)
     _forget_cached_logs(spark)
 
 

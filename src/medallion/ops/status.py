@@ -27,7 +27,7 @@ from medallion.ops import checkpoints
 from medallion.ops.lineage import stream_source
 from medallion.ops.maintain import stream_lags
 from medallion.ops.monitor import PROGRESS_TABLE_KEY, progress_table, read_progress
-from medallion.streams.flows import FLOWS, Flow
+from medallion.streams.flows import FLOWS, Flow, fusion_head
 from medallion.tables import history, read_table, table_exists
 
 
@@ -81,6 +81,9 @@ def _last_progress(spark: SparkSession, config: Config) -> dict[str, dict[str, A
 def _lag(spark: SparkSession, config: Config, flow: Flow, landing: str | None) -> dict[str, Any]:
     source = stream_source(flow)
     checkpoint = config.checkpoint(flow.name)
+    head = fusion_head(flow.name)
+    if head is not None and not checkpoints.exists(checkpoint):
+        return {"kind": "fused", "note": f"carried by {head.name} (no lag of its own)"}
     if source.startswith("landing/"):
         if config.source != "files":
             return {"kind": "kafka", "note": "offsets are in the checkpoint; see docs/kafka.md"}

@@ -2,176 +2,73 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
-from medallion.conflicts import retry_on_conflict
-from medallion.faults import pause_point
-from medallion.ops.schema import check_table_schema
+from medallion.errors import PipelineError
 from medallion.streams import customers
-from medallion.streams.sinks import (
-    Trigger,
-    append_batch,
-    append_new_rows,
-    idempotent_writes,
-    merge_into,
-    rows_not_in,
-    start_append,
-    start_delta_foreach_batch,
-    transaction_app_id,
+from medallion.streams.events import (
+    STAGE_STREAMS,
+    STAGES,
+    events_batch,
+    gold_hourly_batch,
+    lost_users_refusal,
+    silver_events_batch,
 )
+from medallion.streams.sinks import Trigger, start_delta_foreach_batch, start_foreach_batch
 from medallion.streams.sources import input_lines
 from medallion.streams.upgrade import backfill_hourly_users
-from medallion.transforms.bronze import to_bronze
-from medallion.transforms.gold import (
-    HOURLY_KEYS,
-    METRIC_COLUMNS,
-    USER_KEY_COLUMNS,
-    hourly_increments,
-    hourly_user_keys,
-)
-from medallion.transforms.silver import (
-    deduplicate_events,
-    quarantined_events,
-    valid_events,
-    validate_events,
-)
 
 
 @dataclass(frozen=True)
 class Flow:
-    """One named stream: its query name (also its checkpoint folder), layer, input and outputs."""
+    """One named stream: its query name (also its checkpoint folder), layer, input and outputs.
+
+    ``fuses`` names the flows downstream of it whose work its batches carry out too, in order
+    (streams/fusion.py): those flows run as streams of their own only while they catch up.
+    ``min_interval_seconds`` is the shortest trigger interval it takes when streaming: a flow
+    whose freshness matters less than the CPU it would take from the others polls less often.
+    """
 
     name: str
     layer: str
     reads: str
     writes: tuple[str, ...]
-    start: Callable[[SparkSession, Config, Trigger], StreamingQuery]
+    start: Callable[..., StreamingQuery]
+    fuses: tuple[str, ...] = ()
+    min_interval_seconds: float = 0.0
 
 
-def _start_bronze_events(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    lines = input_lines(spark, config, "events")  # landing files or the events topic
-    return start_append(
-        to_bronze(lines),
-        config.table("bronze/events"),
-        config.checkpoint("bronze_events"),
+def start_events(
+    spark: SparkSession,
+    config: Config,
+    trigger: Trigger,
+    fused: Sequence[str] = (STAGE_STREAMS["silver"], STAGE_STREAMS["gold"]),
+) -> StreamingQuery:
+    """Start ``bronze_events``: the input lines (landing files or the events topic) through
+    bronze, and through the stages of the ``fused`` flows (all of them unless some catch up)."""
+    name = STAGE_STREAMS["bronze"]
+    stages = ("bronze", *(s for s in STAGES[1:] if STAGE_STREAMS[s] in fused))
+    if "gold" in stages and (refusal := lost_users_refusal(spark, config)):
+        raise PipelineError(refusal)
+    checkpoint = config.checkpoint(name)
+    return start_foreach_batch(
+        input_lines(spark, config, "events"),
+        events_batch(config, checkpoint, stages),
+        checkpoint,
         trigger,
-        "bronze_events",
+        name,
     )
-
-
-def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function of ``silver_events``: quarantine the invalid, append the valid
-    events whose ``event_id`` silver does not hold yet (an insert-only MERGE, done as a
-    broadcast anti-join: see :func:`~medallion.streams.sinks.append_new_rows`).
-
-    Both writes carry ``txnAppId``/``txnVersion``, and only unseen ``event_id``s are added, so
-    replaying a batch after a crash changes nothing.
-    """
-    silver = config.table("silver/events")
-    quarantine = config.table("silver/events_quarantine")
-
-    extra = config.extra_event_columns
-
-    app_id = transaction_app_id("silver_events", checkpoint)
-
-    def process(batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        # A renamed or retyped silver column stops the stream here, before any write.
-        schema = check_table_schema(spark, silver, "silver_events", checkpoint, extra)
-        validated = validate_events(batch, extra)
-        # Only quarantined rows keep their raw line, so the cached batch is a fraction the size.
-        invalid = F.col("reason").isNotNull()
-        validated = validated.withColumn("_raw", F.when(invalid, F.col("_raw"))).persist()
-        try:
-            counts = validated.agg(F.count("*"), F.count(F.when(invalid, 1))).first()
-            rows, invalid_count = counts[0], counts[1]
-            with idempotent_writes(spark, app_id(spark), batch_id):
-                if invalid_count:
-                    append_batch(quarantined_events(validated), quarantine)
-                    pause_point("silver_events:quarantined")  # crash tests only
-                if rows > invalid_count:
-                    append_new_rows(
-                        spark,
-                        silver,
-                        deduplicate_events(valid_events(validated, extra)),
-                        "event_id",
-                        rows - invalid_count,
-                        merge_schema=bool(extra or schema.unexpected),
-                    )
-        finally:
-            validated.unpersist()
-
-    return process
 
 
 def _start_silver_events(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
     return start_delta_foreach_batch(
         spark, config, trigger, "silver_events", "bronze/events", silver_events_batch
     )
-
-
-# Gold's row plus the batch's increments: silver only ever inserts, so every metric adds up.
-_ADD_METRICS = (
-    "WHEN MATCHED THEN UPDATE SET "
-    + ", ".join(f"t.`{c}` = t.`{c}` + s.`{c}`" for c in METRIC_COLUMNS)
-    + " WHEN NOT MATCHED THEN INSERT *"
-)
-_EVENT_COLUMNS = ("event_type", "user_id", "product_id", "revenue", "event_timestamp", "event_date")
-
-
-def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function of ``gold_hourly_product_metrics``: add the batch to gold.
-
-    A batch holds the rows silver inserted since the last one (silver never updates or deletes
-    a row). Their counts and revenue are added to their (hour, product) rows, whatever the
-    hour's age. ``unique_users`` grows by the batch's (hour, product, user) keys that
-    ``gold/hourly_product_users`` does not hold yet, which are then appended there: the cost of
-    a batch follows its own size and the dates it touches, not the history.
-
-    Both writes carry ``txnAppId``/``txnVersion``, so a replayed batch adds nothing twice. The
-    keys are appended after gold's MERGE: a crash between the two replays the batch against the
-    same keys, and the MERGE, already committed, is skipped.
-    """
-    gold = config.table("gold/hourly_product_metrics")
-    users = config.table("gold/hourly_product_users")
-
-    app_id = transaction_app_id("gold_hourly_product_metrics", checkpoint)
-
-    def process(batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        cached: list[DataFrame] = []
-
-        def cache(df: DataFrame) -> DataFrame:
-            cached.append(df.persist())
-            return cached[-1]
-
-        try:
-            events = cache(batch.select(*_EVENT_COLUMNS))
-            keys = cache(hourly_user_keys(events))
-            per_date = keys.groupBy("event_date").count().collect()
-            if not per_date:
-                return
-            # The keys gold has not counted yet: the users table is read for the batch's dates.
-            dates = F.col("event_date").isin([row.event_date for row in per_date])
-            total = sum(row["count"] for row in per_date)
-            new_keys = cache(rows_not_in(spark, users, keys, USER_KEY_COLUMNS, total, dates))
-            with idempotent_writes(spark, app_id(spark), batch_id):
-                merge_into(
-                    spark, gold, hourly_increments(events, new_keys), HOURLY_KEYS, _ADD_METRICS
-                )
-                pause_point("gold_hourly:metrics_merged")  # crash tests only
-                retry_on_conflict(lambda: append_batch(new_keys, users), f"append to {users.key}")
-        finally:
-            for df in cached:
-                df.unpersist()
-
-    return process
 
 
 def _start_gold_hourly(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
@@ -209,11 +106,21 @@ CUSTOMER_FLOWS: tuple[Flow, ...] = (
         "silver/events + silver/customers",
         ("gold/daily_revenue_by_country",),
         customers.start_gold_revenue,
+        # A daily total per country: refreshed every 10 s while streaming, so that its MERGE
+        # does not run after every batch of events and take their cores.
+        min_interval_seconds=10.0,
     ),
 )
 
 FLOWS: tuple[Flow, ...] = (
-    Flow("bronze_events", "bronze", "landing/events", ("bronze/events",), _start_bronze_events),
+    Flow(
+        "bronze_events",
+        "bronze",
+        "landing/events",
+        ("bronze/events",),
+        start_events,
+        fuses=("silver_events", "gold_hourly_product_metrics"),
+    ),
     Flow(
         "silver_events",
         "silver",
@@ -245,3 +152,8 @@ def flow(name: str) -> Flow:
         if candidate.name == name:
             return candidate
     raise KeyError(f"unknown stream {name!r}; known: {', '.join(f.name for f in FLOWS)}")
+
+
+def fusion_head(name: str, flows: Sequence[Flow] = FLOWS) -> Flow | None:
+    """The flow whose batches carry out the work of flow ``name``, if it is fused into one."""
+    return next((f for f in flows if name in f.fuses), None)

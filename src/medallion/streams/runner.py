@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -19,12 +20,17 @@ from medallion.conflicts import is_concurrent_metadata_change
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
+from medallion.ops.lineage import inputs
 from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, monitored, progress_table
 from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_in
 from medallion.parallel import in_parallel
 from medallion.session import is_connect_session
+from medallion.storage import folder_exists
+from medallion.streams import fusion
 from medallion.streams.checkpoints import lost_checkpoint, replaced_landing_files
-from medallion.streams.flows import FLOWS, Flow, flows_by_layer
+from medallion.streams.events import STAGE_CLOCK
+from medallion.streams.flows import FLOWS, Flow, fusion_head
+from medallion.streams.flows import flow as _flow
 from medallion.streams.kafka_gaps import kafka_data_loss_hint, record_kafka_gaps
 from medallion.streams.missing_files import (
     missing_file_hint,
@@ -83,8 +89,10 @@ class RunReport:
 
     tables: list[TableSummary] = field(default_factory=list)
     batches: dict[str, int] = field(default_factory=dict)
-    # Wall seconds per layer of an available-now run (its streams run together).
-    layer_seconds: dict[str, float] = field(default_factory=dict)
+    # Wall seconds of each flow of an available-now run, from its start to its end.
+    flow_seconds: dict[str, float] = field(default_factory=dict)
+    # Wall seconds of each stage inside fused batches (bronze, silver, gold of events).
+    stage_seconds: dict[str, float] = field(default_factory=dict)
     # The tables whose small files the run compacted (medallion/compaction.py).
     compacted: list[str] = field(default_factory=list)
 
@@ -116,8 +124,31 @@ def _short(error: BaseException) -> str:
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith(("at ", "JVM stacktrace", "===")):
+            if line.endswith(_TRACEBACK) and (cause := _python_cause(text)):
+                # Raised by a foreachBatch function: what it raised, not just that it did.
+                return f"{line[: -len(_TRACEBACK)].rstrip()[:300]} {cause[:400]}"
             return line[:500]
     return type(error).__name__
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
+
+
+def _python_cause(text: str) -> str | None:
+    """The exception line of the Python traceback inside a JVM error's text (the last one:
+    the exception that reached Spark), if there is one."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.rstrip().endswith(_TRACEBACK)), None)
+    if start is None:
+        return None
+    cause = None
+    for line in lines[start + 1 :]:
+        if line.lstrip().startswith("at ") and line[:1].isspace():
+            break  # the JVM's stack trace follows the Python one
+        if _PYTHON_ERROR.match(line):
+            cause = line.strip()
+    return cause
 
 
 def describe_failure(flow: Flow, config: Config, error: BaseException) -> PipelineError:
@@ -126,8 +157,9 @@ def describe_failure(flow: Flow, config: Config, error: BaseException) -> Pipeli
     text = getattr(error, "desc", None) or str(error)
     hints = [missing_file_hint(text), kafka_data_loss_hint(error, config)]
     way_out = "".join(f"; {hint}" for hint in hints if hint)
+    writes = [key for name in (flow.name, *flow.fuses) for key in _flow(name).writes]
     return PipelineError(
-        f"stream '{flow.name}' ({flow.reads} -> {', '.join(flow.writes)}) failed; "
+        f"stream '{flow.name}' ({flow.reads} -> {', '.join(writes)}) failed; "
         f"checkpoint {config.checkpoint(flow.name)}: {_short(error)}{way_out}"
     )
 
@@ -178,9 +210,7 @@ def _summarize(
 
     def summary(written: tuple[Flow, str]) -> TableSummary:
         flow, key = written
-        # A flow's input counts once, against its main table, not its side outputs.
-        primary = key == flow.writes[0]
-        result = TableSummary(key, rows_in=rows_in.get(flow.name, 0) if primary else 0)
+        result = TableSummary(key)
         result.rows_out = _rows_written(spark, config, key, before.get(key, -1))
         result.total_rows = read_table(spark, config.table(key)).count()
         return result
@@ -188,12 +218,24 @@ def _summarize(
     report.tables = in_parallel(
         summary, [(flow, key) for flow in FLOWS for key in flow.writes], "summary"
     )
+    for flow in FLOWS:
+        # A flow's input counts once, against its main table, not its side outputs. A flow
+        # its head carried read what the flow before it wrote in this run.
+        main = report.table(flow.writes[0])
+        if flow.name in rows_in:
+            main.rows_in = rows_in[flow.name]
+        elif fusion_head(flow.name) is not None and flow.reads in _WRITTEN_BY_KEY:
+            main.rows_in = report.table(flow.reads).rows_out
     for main, quarantine in (
         ("silver/events", "silver/events_quarantine"),
         ("silver/customers", "silver/customers_quarantine"),
     ):
         report.table(main).quarantined = report.table(quarantine).rows_out
     return report
+
+
+# Table keys a flow reads as a plain key (not a landing folder or a join): its stream source.
+_WRITTEN_BY_KEY = {key for flow in FLOWS for key in flow.writes}
 
 
 def _prepare(spark: SparkSession, config: Config) -> None:
@@ -236,8 +278,11 @@ def _check_landing(config: Config, flows: Sequence[Flow]) -> None:
 
 def _refuse_unsafe_starts(spark: SparkSession, config: Config, flows: Sequence[Flow]) -> None:
     """Before a run touches anything: refuse a flow whose checkpoint was lost while its tables
-    hold data, or one that read a landing file that has been replaced since."""
-    for flow in flows:
+    hold data, or one that read a landing file that has been replaced since. A flow its head
+    carries has no checkpoint of its own (streams/fusion.py), unless its head never ran fused."""
+    members = [_flow(name) for flow in flows for name in flow.fuses]
+    lost_members = [m for m in members if fusion.lost_member_checkpoint(spark, config, m)]
+    for flow in (*flows, *lost_members):
         refusal = lost_checkpoint(spark, config, flow.name, flow.writes) or missing_files_refusal(
             config, flow.name, flow.reads
         )
@@ -259,24 +304,56 @@ def _record_gaps(spark: SparkSession, config: Config, flows: Sequence[Flow]) -> 
             record_missing_files(spark, config, flow.name, flow.reads, flow.writes[0])
 
 
-def _start(spark: SparkSession, config: Config, flow: Flow, trigger: Trigger) -> StreamingQuery:
-    """Start one flow; a failure to start names the stream, its checkpoint and the cause."""
+def _start(
+    spark: SparkSession,
+    config: Config,
+    flow: Flow,
+    trigger: Trigger,
+    fusions: dict[str, fusion.Fusion],
+) -> StreamingQuery:
+    """Start one flow (a head carrying the members its fusion names); a failure to start
+    names the stream, its checkpoint and the cause."""
     try:
+        if flow.fuses:
+            return flow.start(spark, config, trigger, fused=fusions[flow.name].fused)
         return flow.start(spark, config, trigger)
     except PySparkException as error:
         raise describe_failure(flow, config, error) from error
 
 
+def _with_members(flows: Sequence[Flow]) -> list[str]:
+    """The names of ``flows`` and of the flows their heads carry."""
+    names = [name for f in flows for name in (f.name, *f.fuses)]
+    return list(dict.fromkeys(names))
+
+
 def _locks(config: Config, flows: tuple[Flow, ...], how: str):
-    """The locks of the flows' streams, held for a whole run (medallion/locks.py)."""
-    return stream_locks(config, [f.name for f in flows], f"medallion run ({how})")
+    """The locks of the flows' streams (and of the flows fused into them), held for a whole
+    run (medallion/locks.py)."""
+    return stream_locks(config, _with_members(flows), f"medallion run ({how})")
+
+
+def _runnable(
+    spark: SparkSession, config: Config, flows: Sequence[Flow], fusions: dict[str, fusion.Fusion]
+) -> tuple[Flow, ...]:
+    """The flows that run as queries: every flow but those a head carries (a member with a
+    checkpoint of its own catches up, whether or not its head runs too)."""
+    catching_up = {m for f in fusions.values() for m in f.catching_up}
+    return tuple(
+        f
+        for f in flows
+        if not fusion.is_member(f)
+        or f.name in catching_up
+        or (fusion_head(f.name) not in flows and folder_exists(spark, config.checkpoint(f.name)))
+    )
 
 
 @monitored  # progress events into <lake>/_system/stream_progress, live progress
 def run_available_now(
     spark: SparkSession, config: Config, flows: tuple[Flow, ...] = FLOWS
 ) -> RunReport:
-    """Process everything that has landed, layer by layer, and return the run's summary.
+    """Process everything that has landed, each flow after those it reads from, and return the
+    run's summary.
 
     The run holds its streams' locks: a second writer of any of them is refused.
     """
@@ -285,26 +362,25 @@ def run_available_now(
 
 
 def _run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, ...]) -> RunReport:
+    fusions = {f.head.name: f for f in fusion.plans(spark, config, flows)}
+    flows = _runnable(spark, config, flows, fusions)
     _refuse_unsafe_starts(spark, config, flows)
     _prepare(spark, config)
     _record_gaps(spark, config, flows)
     before = _versions(spark, config)
-    trigger = Trigger(available_now=True)
-    finished: dict[str, StreamingQuery] = {}
-    # Over Spark Connect every foreachBatch shares the client's session, so the txnAppId /
-    # txnVersion confs of concurrent flows could tag each other's writes: run them one by one.
-    one_at_a_time = is_connect_session(spark)
-    layer_seconds: dict[str, float] = {}
-    for layer, layer_flows in flows_by_layer(flows):
-        started = time.monotonic()
-        groups = [[f] for f in layer_flows] if one_at_a_time else [layer_flows]
-        for group in groups:
-            finished.update(_run_group(spark, config, layer, group, trigger))
-        layer_seconds[layer] = round(time.monotonic() - started, 3)
+    stages_before = dict(STAGE_CLOCK.seconds)
+    finished, flow_seconds = _drain(spark, config, flows, fusions)
     _check_landing(config, flows)  # replaced while this run read the folder
     _record_gaps(spark, config, flows)
+    for fused in fusions.values():
+        if fused.catching_up:
+            fusion.finish_catching_up(spark, config, fused)
     report = _summarize(spark, config, before, finished)
-    report.layer_seconds = layer_seconds
+    report.flow_seconds = flow_seconds
+    report.stage_seconds = {
+        stage: round(seconds - stages_before.get(stage, 0.0), 3)
+        for stage, seconds in STAGE_CLOCK.seconds.items()
+    }
     # Only the tables this run committed to can have gained small files.
     written = [
         t
@@ -315,34 +391,77 @@ def _run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, .
     return report
 
 
-def _run_group(
-    spark: SparkSession, config: Config, layer: str, flows: list[Flow], trigger: Trigger
-) -> dict[str, StreamingQuery]:
-    """Start flows together and wait for all of them; stop the rest if one fails."""
-    started = []
-    finished = {}
+def _dependencies(flows: Sequence[Flow], fusions: dict[str, fusion.Fusion]) -> dict[str, set[str]]:
+    """For each flow, the flows of this run that write a table it reads (a head writes the
+    tables of the members it carries too)."""
+    writer = {}
     for flow in flows:
-        log.info("starting %s (%s, available now)", flow.name, layer)
-        started.append((flow, _start(spark, config, flow, trigger)))
-    for position, (flow, query) in enumerate(started):
-        restarts = 0
-        while True:
-            try:
-                query.awaitTermination()
-                break
-            except PySparkException as error:
-                if _restartable(error) and restarts < MAX_RESTARTS:
-                    log.info("%s: %s; restarting it", flow.name, _why_restart(error))
-                    restarts += 1
-                    query = _start(spark, config, flow, trigger)
-                    started[position] = (flow, query)
-                    continue
-                for _, other in started:
-                    other.stop()
-                raise describe_failure(flow, config, error) from error
-        finished[flow.name] = query
-        log.info("%s done: %d batches", flow.name, len(query.recentProgress))
-    return finished
+        carried = fusions[flow.name].fused if flow.name in fusions else ()
+        for name in (flow.name, *carried):
+            writer.update(dict.fromkeys(_flow(name).writes, flow.name))
+    return {
+        f.name: {writer[key] for key in inputs(f) if writer.get(key, f.name) != f.name}
+        for f in flows
+    }
+
+
+def _drain(
+    spark: SparkSession,
+    config: Config,
+    flows: tuple[Flow, ...],
+    fusions: dict[str, fusion.Fusion],
+) -> tuple[dict[str, StreamingQuery], dict[str, float]]:
+    """Run ``flows`` with available-now triggers, each as soon as the flows that write what it
+    reads have finished (the events and the customer changes run side by side); the finished
+    queries, and each flow's wall seconds. A failed flow stops the others."""
+    for fused in fusions.values():
+        if not fused.catching_up:
+            fusion.mark_fused(spark, config, fused.head)
+    trigger = Trigger(available_now=True)
+    needs = _dependencies(flows, fusions)
+    waiting = list(flows)
+    running: dict[str, tuple[Flow, StreamingQuery, float]] = {}
+    finished: dict[str, StreamingQuery] = {}
+    seconds: dict[str, float] = {}
+    restarts: dict[str, int] = {}
+    # Over Spark Connect every foreachBatch shares the client's session, so the txnAppId /
+    # txnVersion confs of concurrent flows could tag each other's writes: run them one by one.
+    one_at_a_time = is_connect_session(spark)
+    try:
+        while waiting or running:
+            ready = [f for f in waiting if needs[f.name] <= finished.keys()]
+            if one_at_a_time:
+                ready = ready[:1] if not running else []
+            for flow in ready:
+                log.info("starting %s (%s, available now)", flow.name, flow.layer)
+                waiting.remove(flow)
+                query = _start(spark, config, flow, trigger, fusions)
+                running[flow.name] = (flow, query, time.monotonic())
+            if not running:
+                raise PipelineError(f"flows wait on each other: {[f.name for f in waiting]}")
+            for name, (flow, query, started) in list(running.items()):
+                try:
+                    if not query.awaitTermination(0.05):
+                        continue
+                except PySparkException as error:
+                    if _restartable(error) and restarts.get(name, 0) < MAX_RESTARTS:
+                        log.info("%s: %s; restarting it", name, _why_restart(error))
+                        restarts[name] = restarts.get(name, 0) + 1
+                        running[name] = (
+                            flow,
+                            _start(spark, config, flow, trigger, fusions),
+                            started,
+                        )
+                        continue
+                    raise describe_failure(flow, config, error) from error
+                del running[name]
+                finished[name] = query
+                seconds[name] = round(time.monotonic() - started, 3)
+                log.info("%s done: %d batches", name, len(query.recentProgress))
+    finally:
+        for _, query, _ in running.values():
+            query.stop()
+    return finished, seconds
 
 
 def _progress_stamp(query: StreamingQuery) -> str | None:
@@ -382,6 +501,12 @@ def _stop_all(queries: list[StreamingQuery], deadline: float) -> None:
         stopper.join()
 
 
+def _streaming_trigger(config: Config, flow: Flow) -> Trigger:
+    """The processing-time trigger of a flow: the run's interval, or the flow's minimum."""
+    interval = max(config.trigger_interval_seconds, flow.min_interval_seconds)
+    return Trigger(available_now=False, interval_seconds=interval)
+
+
 @monitored
 def run_streaming(
     spark: SparkSession, config: Config, stop: threading.Event, flows: tuple[Flow, ...] = FLOWS
@@ -404,11 +529,25 @@ def _run_streaming(
             "share one session, so their txnAppId/txnVersion settings could skip each other's "
             "writes. Run available-now over Connect, or --stream on a classic cluster or locally."
         )
+    fusions = {f.head.name: f for f in fusion.plans(spark, config, flows)}
+    flows = _runnable(spark, config, flows, fusions)
     _refuse_unsafe_starts(spark, config, flows)
     _prepare(spark, config)
     _record_gaps(spark, config, flows)
     before = _versions(spark, config)
-    trigger = Trigger(available_now=False, interval_seconds=config.trigger_interval_seconds)
+    behind = [f for f in fusions.values() if f.catching_up]
+    if behind:
+        # Members catch up first, with available-now runs; then every head streams fused.
+        catching_up = {m for f in behind for m in f.catching_up}
+        group = tuple(f for f in flows if f.name in fusions or f.name in catching_up)
+        log.info("catching up first: %s", ", ".join(sorted(catching_up)))
+        _drain(spark, config, group, fusions)
+        for fused in behind:
+            fusion.finish_catching_up(spark, config, fused)
+        fusions = {f.head.name: fusion.plan(spark, config, f.head) for f in fusions.values()}
+        flows = tuple(f for f in flows if f.name not in catching_up)
+    for fused in fusions.values():
+        fusion.mark_fused(spark, config, fused.head)
     running: list[tuple[Flow, StreamingQuery]] = []
     compactor = BackgroundCompactor(
         spark, _written_tables(config, flows), config.compaction_check_seconds
@@ -416,8 +555,9 @@ def _run_streaming(
     compactor.start()
     try:
         for flow in flows:
-            log.info("starting %s (every %ss)", flow.name, config.trigger_interval_seconds)
-            running.append((flow, _start(spark, config, flow, trigger)))
+            trigger = _streaming_trigger(config, flow)
+            log.info("starting %s (every %ss)", flow.name, trigger.interval_seconds)
+            running.append((flow, _start(spark, config, flow, trigger, fusions)))
         restarts = 0
         next_landing_check = time.monotonic() + LANDING_CHECK_SECONDS
         while not stop.wait(0.5):
@@ -434,7 +574,8 @@ def _run_streaming(
                     if _restartable(error) and restarts < MAX_RESTARTS * len(running):
                         log.info("%s: %s; restarting it", flow.name, _why_restart(error))
                         restarts += 1
-                        running[position] = (flow, _start(spark, config, flow, trigger))
+                        trigger = _streaming_trigger(config, flow)
+                        running[position] = (flow, _start(spark, config, flow, trigger, fusions))
                         continue
                     raise describe_failure(
                         flow, config, error or RuntimeError("stopped unexpectedly")

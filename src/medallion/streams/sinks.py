@@ -7,8 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config, TableRef
@@ -16,7 +15,6 @@ from medallion.conflicts import retry_on_conflict
 from medallion.storage import read_text
 from medallion.streams.checkpoints import discard_abandoned_writes
 from medallion.streams.sources import delta_stream
-from medallion.tables import read_table
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -77,12 +75,21 @@ def transaction_app_id(stream_name: str, checkpoint: str) -> Callable[[SparkSess
     return app_id
 
 
-def append_batch(df: DataFrame, table: TableRef, merge_schema: bool = False) -> None:
+def append_batch(
+    df: DataFrame,
+    table: TableRef,
+    merge_schema: bool = False,
+    txn: tuple[str, int] | None = None,
+) -> None:
     """Append a batch DataFrame to a Delta table (by path locally, by name in Unity Catalog);
-    ``merge_schema`` adds the DataFrame's new columns to the table."""
+    ``merge_schema`` adds the DataFrame's new columns to the table. ``txn`` is the write's
+    (``txnAppId``, ``txnVersion``) as options of this write alone, for writes that run side by
+    side in one session (:func:`idempotent_writes` tags every write of the session)."""
     writer = df.write.format("delta").mode("append")
     if merge_schema:
         writer = writer.option("mergeSchema", "true")
+    if txn is not None:
+        writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
     if table.path is not None:
         writer.save(table.path)
     else:
@@ -120,65 +127,6 @@ def merge_insert_new(
 ) -> None:
     """Insert the rows whose keys are not yet in the table; rows already there are left alone."""
     merge_into(spark, table, rows, keys, "WHEN NOT MATCHED THEN INSERT *", schema_evolution)
-
-
-# A batch with at most this many keys is broadcast to find which of them a table already holds:
-# the table's key column is then read once, without a shuffle (a hash table of 500,000 keys
-# takes tens of MB of the driver's and executors' memory).
-BROADCAST_KEYS_LIMIT = 500_000
-
-
-def rows_not_in(
-    spark: SparkSession,
-    table: TableRef,
-    rows: DataFrame,
-    keys: Sequence[str],
-    batch_keys: int,
-    where: Column | None = None,
-) -> DataFrame:
-    """The ``rows`` whose ``keys`` the table does not hold (among its rows matching ``where``).
-    ``rows`` holds each key once (both callers deduplicate first), so its keys need no
-    ``distinct``.
-
-    With at most :data:`BROADCAST_KEYS_LIMIT` distinct keys (``batch_keys``), the batch's keys
-    go into a hash table and the table's key columns stream through it once: the cost per
-    batch is a narrow column scan, not the shuffle of the whole table that a MERGE's join
-    does. Larger batches leave the join to Spark.
-    """
-    wanted = rows.select(*keys)
-    small = batch_keys <= BROADCAST_KEYS_LIMIT
-    held = read_table(spark, table)
-    if where is not None:
-        held = held.where(where)
-    seen = held.select(*keys).join(
-        F.broadcast(wanted) if small else wanted, list(keys), "left_semi"
-    )
-    return rows.join(F.broadcast(seen) if small else seen, list(keys), "left_anti")
-
-
-def append_new_rows(
-    spark: SparkSession,
-    table: TableRef,
-    rows: DataFrame,
-    key: str,
-    batch_keys: int,
-    merge_schema: bool = False,
-) -> None:
-    """Append the rows whose ``key`` the table does not hold yet (``rows`` has one row per key).
-
-    The same result as an insert-only ``MERGE``, which Delta also runs as an anti-join and an
-    append; here the join reads only the table's key column, without a shuffle (see
-    :func:`rows_not_in`). It is exact only while this stream is the table's one writer (the
-    stream lock, medallion/locks.py); with ``txnAppId``/``txnVersion`` a replayed batch
-    appends nothing twice.
-    """
-    # The anti-join reads the table, so a concurrent OPTIMIZE can fail the append: run it again.
-    retry_on_conflict(
-        lambda: append_batch(
-            rows_not_in(spark, table, rows, [key], batch_keys), table, merge_schema
-        ),
-        f"append to {table.key}",
-    )
 
 
 def merge_upsert(

@@ -22,6 +22,15 @@ METADATA_COLUMNS = ("_raw", "_source_file", "_ingested_at")
 KAFKA_POSITION_COLUMNS = ("_kafka_topic", "_kafka_partition", "_kafka_offset")
 
 
+# Everything bronze keeps of a Kafka record besides its value (NULL for a line of a file).
+KAFKA_COLUMNS = (*KAFKA_POSITION_COLUMNS, "_kafka_timestamp")
+
+
+def kafka_columns(df: DataFrame) -> list[str]:
+    """The Kafka metadata columns that ``df`` has (none for lines read from files)."""
+    return [name for name in KAFKA_COLUMNS if name in df.columns]
+
+
 def kafka_position_columns(df: DataFrame) -> list[str]:
     """The Kafka position columns that ``df`` has (none for lines read from files)."""
     return [name for name in KAFKA_POSITION_COLUMNS if name in df.columns]
@@ -47,15 +56,19 @@ def to_bronze(lines: DataFrame, fields: tuple[FieldRule, ...] = EVENT_FIELDS) ->
     column holding the JSON value's text (NULL when absent or JSON null); the line itself is kept
     in ``_raw``, so fields of the wrong type, extra fields and malformed lines lose nothing.
     """
+    parsed = raw_lines(lines).withColumn("_doc", parse_json_line(F.col("_raw")))
+    return parsed.select(
+        *[as_string(json_field(F.col("_doc"), f.name)).alias(f.name) for f in fields],
+        *METADATA_COLUMNS,
+        *[c for c in lines.columns if c not in ("value", *METADATA_COLUMNS)],
+    )
+
+
+def raw_lines(lines: DataFrame) -> DataFrame:
+    """The records among ``lines``: ``value`` becomes ``_raw`` without the ``\\r`` of a CRLF
+    ending, and blank lines are dropped. Other columns are kept."""
     # Only the last CR, the one of a CRLF ending: ``\z`` is the very end of the text, whereas
     # Java's ``$`` also matches before a final CR, so ``\r$`` took both CRs of ``...}\r\r``.
     # The CR left over is JSON whitespace after the value.
     raw = F.regexp_replace(F.col("value"), r"\r\z", "")
-    passthrough = [c for c in lines.columns if c not in ("value", *METADATA_COLUMNS)]
-    with_raw = lines.withColumn("_raw", raw).where(~is_blank(F.col("_raw")))
-    parsed = with_raw.withColumn("_doc", parse_json_line(F.col("_raw")))
-    return parsed.select(
-        *[as_string(json_field(F.col("_doc"), f.name)).alias(f.name) for f in fields],
-        *METADATA_COLUMNS,
-        *passthrough,
-    )
+    return lines.withColumn("_raw", raw).where(~is_blank(F.col("_raw"))).drop("value")

@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
     EVENT_FIELDS,
     REVENUE_TYPE,
+    apply_stages,
     as_string,
     event_reason,
     field_text,
     field_value,
+    field_value_stages,
     json_field,
     parse_json_line,
-    with_field_values,
 )
-from medallion.transforms.bronze import arrival_order, kafka_position_columns
+from medallion.transforms.bronze import (
+    KAFKA_POSITION_COLUMNS,
+    METADATA_COLUMNS,
+    arrival_order,
+    kafka_columns,
+    kafka_position_columns,
+)
 
 SILVER_EVENT_COLUMNS = (
     "event_id",
@@ -36,18 +44,56 @@ SILVER_EVENT_COLUMNS = (
 QUARANTINE_COLUMNS = ("event_id", "reason", "_raw", "_source_file", "_ingested_at")
 
 
-def validate_events(bronze: DataFrame, extra_columns: Sequence[str] = ()) -> DataFrame:
+# The fields whose bronze text column differs from silver's typed one, and the names their text
+# has in the output of ``validate_events(..., with_bronze=True)``.
+_BRONZE_TEXT = {"revenue": "__bronze_revenue", "event_timestamp": "__bronze_event_timestamp"}
+
+
+def validate_events(
+    bronze: DataFrame, extra_columns: Sequence[str] = (), with_bronze: bool = False
+) -> DataFrame:
     """Bronze rows plus ``reason`` (NULL for a valid event) and the typed silver columns.
 
-    ``extra_columns`` are more top-level input fields, taken from ``_raw`` as text (NULL when
-    absent): the opt-in way to carry a new input field into silver (docs/operations.md). The
-    Kafka position columns of bronze, when it has them, are kept for :func:`deduplicate_events`.
+    ``bronze`` needs ``_raw``, ``_source_file`` and ``_ingested_at``: bronze rows, or the
+    :func:`~medallion.transforms.bronze.raw_lines` of a batch of input. ``extra_columns`` are
+    more top-level input fields, taken from ``_raw`` as text (NULL when absent): the opt-in way
+    to carry a new input field into silver (docs/operations.md). The Kafka position columns of
+    bronze, when it has them, are kept for :func:`deduplicate_events`.
+
+    With ``with_bronze`` the result also holds what bronze keeps of each line, so one parse of
+    a batch of ``raw_lines`` serves bronze and silver alike (:func:`bronze_rows` selects it).
     """
+    stages = _validation_stages(
+        tuple(extra_columns), tuple(kafka_columns(bronze)), with_bronze, _jvm_identity()
+    )
+    return apply_stages(bronze, stages[:-1]).select(*stages[-1])
+
+
+def _jvm_identity() -> int:
+    """Which JVM the cached Columns below belong to (0 over Spark Connect: no JVM objects)."""
+    from pyspark import SparkContext
+
+    return id(SparkContext._active_spark_context)
+
+
+@functools.lru_cache(maxsize=32)
+def _validation_stages(
+    extra_columns: tuple[str, ...], kafka: tuple[str, ...], with_bronze: bool, _jvm: int
+) -> tuple[list[Column], ...]:
+    """The projections of :func:`validate_events`, built once: a stream validates every batch
+    with the same few hundred expressions, which take longer to build than a small batch takes
+    to validate."""
     doc = F.col("_doc")
-    with_doc = bronze.withColumn("_doc", parse_json_line(F.col("_raw")))
-    fields = with_field_values(with_doc, doc, EVENT_FIELDS, F.col("_raw"))
+    stages = field_value_stages(doc, EVENT_FIELDS, F.col("_raw"))
     timestamp = field_value("event_timestamp")
-    return fields.select(
+    positions = [name for name in KAFKA_POSITION_COLUMNS if name in kafka]
+    bronze_only = (
+        [field_text(name).alias(alias) for name, alias in _BRONZE_TEXT.items()]
+        + [c for c in kafka if c not in positions]
+        if with_bronze
+        else []
+    )
+    result = [
         event_reason(F.col("_raw"), doc).alias("reason"),
         *[
             field_text(name).alias(name)
@@ -56,11 +102,25 @@ def validate_events(bronze: DataFrame, extra_columns: Sequence[str] = ()) -> Dat
         field_value("revenue").cast(REVENUE_TYPE).alias("revenue"),
         timestamp.alias("event_timestamp"),
         F.to_date(timestamp).alias("event_date"),
-        "_raw",
-        "_source_file",
-        "_ingested_at",
+        F.col("_raw"),
+        F.col("_source_file"),
+        F.col("_ingested_at"),
         *[as_string(json_field(doc, name)).alias(name) for name in extra_columns],
-        *kafka_position_columns(bronze),
+        *[F.col(c) for c in positions],
+        *[F.col(c) if isinstance(c, str) else c for c in bronze_only],
+    ]
+    return ([parse_json_line(F.col("_raw")).alias("_doc")], *stages, result)
+
+
+def bronze_rows(validated: DataFrame) -> DataFrame:
+    """The bronze rows of ``validate_events(raw_lines(...), with_bronze=True)``: every line,
+    valid or not, with each field's JSON text, as :func:`~medallion.transforms.bronze.to_bronze`
+    makes them."""
+    texts = {name: F.col(alias).alias(name) for name, alias in _BRONZE_TEXT.items()}
+    return validated.select(
+        *[texts.get(f.name, F.col(f.name)) for f in EVENT_FIELDS],
+        *METADATA_COLUMNS,
+        *kafka_columns(validated),
     )
 
 

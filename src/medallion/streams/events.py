@@ -1,0 +1,541 @@
+"""The events pipeline's batch functions: each micro-batch of input lines through bronze,
+silver and gold in one ``foreachBatch`` (the stages fused), or silver and gold alone, each
+from its Delta source, while a rebuilt layer catches up (streams/fusion.py).
+
+A fused batch parses each line once: the same projection gives bronze its rows and silver
+its verdicts. Its writes, the first three side by side:
+
+1. bronze: every line (``txnAppId`` = the query id, as Delta's own streaming sink tags it, so
+   a batch that sink committed before is skipped too);
+2. the quarantine: the invalid lines;
+3. silver: the valid events whose ``event_id`` silver does not hold yet (first arrival wins;
+   which ids silver holds is kept in memory, streams/known_keys.py);
+4. then gold: what those rows add to ``gold/hourly_product_metrics``, then the user keys they
+   counted into ``gold/hourly_product_users``.
+
+Writes 2-4 carry ``txnAppId`` = ``medallion:<stream>:<query id>``; every write carries
+``txnVersion`` = the batch id, so a replayed batch writes nothing twice, whichever of them
+committed before a crash. Gold adds the rows this batch inserted into silver: found before
+silver's append, or, when a crash came between silver's commit and gold's, found again in
+silver by their ingestion time and file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from medallion.config import Config, TableRef
+from medallion.conflicts import retry_on_conflict
+from medallion.faults import pause_point
+from medallion.ops.schema import check_table_schema
+from medallion.session import is_connect_session
+from medallion.storage import local_path
+from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys
+from medallion.streams.sinks import (
+    append_batch,
+    idempotent_writes,
+    merge_into,
+    query_id,
+)
+from medallion.tables import history, holds_data, read_table
+from medallion.transforms.bronze import raw_lines
+from medallion.transforms.gold import (
+    HOURLY_KEYS,
+    METRIC_COLUMNS,
+    USER_KEY_COLUMNS,
+    hourly_increments,
+    hourly_user_keys,
+)
+from medallion.transforms.silver import (
+    bronze_rows,
+    deduplicate_events,
+    quarantined_events,
+    valid_events,
+    validate_events,
+)
+
+log = logging.getLogger(__name__)
+
+# The stages of the events pipeline, in order; the stream of each when it runs alone.
+STAGES = ("bronze", "silver", "gold")
+STAGE_STREAMS = {
+    "bronze": "bronze_events",
+    "silver": "silver_events",
+    "gold": "gold_hourly_product_metrics",
+}
+
+# Gold's row plus the batch's increments: silver only ever inserts, so every metric adds up.
+_ADD_METRICS = (
+    "WHEN MATCHED THEN UPDATE SET "
+    + ", ".join(f"t.`{c}` = t.`{c}` + s.`{c}`" for c in METRIC_COLUMNS)
+    + " WHEN NOT MATCHED THEN INSERT *"
+)
+_EVENT_COLUMNS = ("event_type", "user_id", "product_id", "revenue", "event_timestamp", "event_date")
+# How a silver row is told apart from the copies of its event_id that other batches saw.
+_ARRIVAL_COLUMNS = ("event_id", "_ingested_at", "_source_file")
+
+# Up to this many rows (or, before they are counted, bytes of input files) a batch is small.
+# Its queries are not compiled to Java: generating and compiling the code of the validation
+# rules takes longer than evaluating them for a small batch (local sessions compile nothing
+# by default, medallion/session.py). Its shuffles get one partition and no adaptive planning,
+# whose extra jobs (one per stage) cost more than its work. A larger batch is compiled, with
+# the stream's own shuffle settings.
+SMALL_BATCH_ROWS = 50_000
+SMALL_BATCH_BYTES = 8 << 20
+_SMALL_BATCH_CONF = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+_LARGE_BATCH_CONF = {
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
+}
+# A batch's cached rows live for one batch: building the cache uncompressed costs a tenth of
+# compressing it.
+_CACHE_CONF = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
+
+
+@dataclass(frozen=True)
+class EventTables:
+    """The tables the events pipeline writes."""
+
+    bronze: TableRef
+    silver: TableRef
+    quarantine: TableRef
+    gold: TableRef
+    users: TableRef
+
+    @classmethod
+    def of(cls, config: Config) -> EventTables:
+        return cls(
+            bronze=config.table("bronze/events"),
+            silver=config.table("silver/events"),
+            quarantine=config.table("silver/events_quarantine"),
+            gold=config.table("gold/hourly_product_metrics"),
+            users=config.table("gold/hourly_product_users"),
+        )
+
+
+@dataclass
+class StageClock:
+    """Wall seconds spent in each stage, added up over the batches of a run."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @contextmanager
+    def timing(self, stage: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + time.monotonic() - started
+
+    def __reduce__(self) -> tuple[Callable[[], StageClock], tuple[()]]:
+        # A batch function sent to another process (Spark Connect's foreachBatch worker)
+        # times its stages on that process's clock: a lock cannot be pickled.
+        return _stage_clock, ()
+
+
+# Stage times of the batches run in this process, read by the runner for its report.
+STAGE_CLOCK = StageClock()
+
+
+def _stage_clock() -> StageClock:
+    return STAGE_CLOCK
+
+
+def input_bytes(batch: DataFrame) -> int | None:
+    """The size of the files a micro-batch of a file source reads, when they are local; None
+    for any other batch (Kafka records, remote files)."""
+    try:
+        files = batch.inputFiles()
+    except Exception:  # noqa: BLE001 - a source whose plan lists no files
+        return None
+    paths = [local_path(f) for f in files]
+    if not paths or None in paths:
+        return None
+    try:
+        return sum(os.path.getsize(p) for p in paths if p is not None)
+    except OSError:
+        return None
+
+
+class _SizeTuning:
+    """Plans the rest of each batch for its size, in the stream's own session: small batches
+    with :data:`_SMALL_BATCH_CONF`, the others compiled, with the stream's shuffle settings."""
+
+    def __init__(self) -> None:
+        self._started_with: dict[str, str | None] | None = None
+
+    @staticmethod
+    def before_caching(spark: SparkSession) -> None:
+        """Settings for the batch's cache, before anything is cached."""
+        for key, value in _CACHE_CONF.items():
+            spark.conf.set(key, value)
+
+    def __call__(
+        self, spark: SparkSession, rows: int | None, input_bytes: int | None = None
+    ) -> None:
+        """Tune for ``rows`` (or, when they are not counted yet, ``input_bytes``; a batch of
+        unknown size is not small)."""
+        if self._started_with is None:
+            self._started_with = {key: spark.conf.get(key, None) for key in _SMALL_BATCH_CONF}
+        if rows is not None:
+            small = rows <= SMALL_BATCH_ROWS
+        else:
+            small = input_bytes is not None and input_bytes <= SMALL_BATCH_BYTES
+        for key, value in _SMALL_BATCH_CONF.items():
+            chosen = value if small else _LARGE_BATCH_CONF.get(key, self._started_with[key])
+            if chosen is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, chosen)
+
+
+def lost_users_refusal(spark: SparkSession, config: Config) -> str | None:
+    """Why gold cannot be carried: ``gold/hourly_product_users`` lost its rows while gold holds
+    data, so users already counted would be counted again. None when all is well."""
+    tables = EventTables.of(config)
+    if holds_data(spark, tables.users) or not holds_data(spark, tables.gold):
+        return None
+    if _merges_that_wrote(spark, tables.gold) <= 1:
+        # A crash between gold's first MERGE and the append of the users it counted: the
+        # replayed batch skips the MERGE (its transaction version) and appends them.
+        return None
+    return (
+        f"{tables.users.key} holds no rows while {tables.gold.key} holds data, so the users "
+        "gold counted are unknown and would be counted again: rebuild gold from silver with "
+        f"`medallion reset --lake {config.lake} --layer gold` (docs/operations.md)"
+    )
+
+
+def _merges_that_wrote(spark: SparkSession, table: TableRef) -> int:
+    """How many MERGE commits of the table inserted or updated rows."""
+    written = F.coalesce(
+        F.col("operationMetrics")["numTargetRowsInserted"].cast("long"), F.lit(0)
+    ) + F.coalesce(F.col("operationMetrics")["numTargetRowsUpdated"].cast("long"), F.lit(0))
+    return history(spark, table).where((F.col("operation") == "MERGE") & (written > 0)).count()
+
+
+class _Persisted:
+    """DataFrames cached for one batch, all released when it ends.
+
+    Over Spark Connect a frame is checkpointed in the server's memory instead: a Connect
+    client sends a frame's whole plan with every command, and the plans of a fused batch
+    (parsing, validation, deduplication, gold's increments) nest deeper than the protocol's
+    limit. A checkpointed frame is a reference to its rows; the server drops them when the
+    client releases the frame.
+    """
+
+    def __init__(self) -> None:
+        self._frames: list[DataFrame] = []
+
+    def __call__(self, df: DataFrame) -> DataFrame:
+        kept = df.localCheckpoint() if is_connect_session(df.sparkSession) else df.persist()
+        self._frames.append(kept)
+        return kept
+
+    def release(self) -> None:
+        for df in self._frames:
+            if not is_connect_session(df.sparkSession):
+                df.unpersist()
+        self._frames.clear()
+
+
+@dataclass
+class SilverRows:
+    """What a batch adds to silver: its valid events, one per ``event_id`` (the first to
+    arrive), and those of them silver does not hold yet, with their key hashes."""
+
+    deduplicated: DataFrame
+    new: DataFrame
+    hashes: tuple[np.ndarray, np.ndarray]
+
+    @property
+    def count(self) -> int:
+        return len(self.hashes[0])
+
+
+def new_silver_rows(
+    spark: SparkSession,
+    validated: DataFrame,
+    extra_columns: Sequence[str],
+    known_ids: KnownKeys,
+    persist: _Persisted,
+) -> SilverRows:
+    """The batch's events that silver does not hold: which ids it holds is looked up in memory
+    (``known_ids``), not read from silver."""
+    deduplicated = persist(deduplicate_events(valid_events(validated, extra_columns)))
+    unseen, hashes = known_ids.new_rows(spark, deduplicated)
+    return SilverRows(deduplicated, persist(unseen.drop(*HASH_COLUMNS)), hashes)
+
+
+def append_silver(
+    tables: EventTables,
+    rows: SilverRows,
+    merge_schema: bool,
+    known_ids: KnownKeys,
+    txn: tuple[str, int],
+) -> None:
+    """Append the new rows to silver, tagged with ``txn``; retried as it is when it loses a race
+    with a concurrent OPTIMIZE."""
+    if not rows.count:
+        return
+    retry_on_conflict(
+        lambda: append_batch(rows.new, tables.silver, merge_schema, txn),
+        f"append to {tables.silver.key}",
+    )
+    known_ids.added(rows.hashes)
+
+
+def rows_this_batch_inserted(
+    spark: SparkSession, silver: TableRef, candidates: DataFrame, ingested: tuple[object, object]
+) -> DataFrame:
+    """The rows of silver that came from ``candidates`` (rows of one batch, one per
+    ``event_id``): a copy of an event that an earlier batch inserted has another ingestion
+    time or file. ``ingested`` is the (least, greatest) ``_ingested_at`` of the candidates,
+    which prunes silver's files by their statistics."""
+    low, high = ingested
+    held = read_table(spark, silver).where(F.col("_ingested_at").between(low, high))
+    return held.join(
+        F.broadcast(candidates.select(*_ARRIVAL_COLUMNS)), list(_ARRIVAL_COLUMNS), "left_semi"
+    )
+
+
+def write_gold(
+    spark: SparkSession,
+    tables: EventTables,
+    new_rows: DataFrame,
+    known_users: KnownKeys,
+    persist: _Persisted,
+    txn: tuple[str, int],
+) -> None:
+    """Add ``new_rows`` (rows new to silver) to gold, tagged with ``txn``.
+
+    Their counts and revenue are added to their (hour, product) rows, whatever the hour's age.
+    ``unique_users`` grows by the (hour, product, user) keys that ``gold/hourly_product_users``
+    does not hold yet (``known_users``), which are then appended there. The keys come after
+    gold's MERGE: a crash between the two replays the batch against the same keys, and the
+    MERGE, already committed, is skipped by its transaction version.
+    """
+    events = persist(new_rows.select(*_EVENT_COLUMNS))
+    keys = persist(hourly_user_keys(events))
+    unseen, hashes = known_users.new_rows(spark, keys)
+    new_keys = persist(unseen.drop(*HASH_COLUMNS))
+    with idempotent_writes(spark, *txn):
+        merge_into(
+            spark, tables.gold, hourly_increments(events, new_keys), HOURLY_KEYS, _ADD_METRICS
+        )
+    pause_point("gold_hourly:metrics_merged")  # crash tests only
+    if len(hashes[0]):
+        retry_on_conflict(
+            lambda: append_batch(new_keys, tables.users, txn=txn),
+            f"append to {tables.users.key}",
+        )
+        known_users.added(hashes)
+
+
+def _summary(validated: DataFrame) -> tuple[int, int, tuple[object, object]]:
+    """One job over a cached batch: its rows, invalid rows, and the valid rows' least and
+    greatest ``_ingested_at``."""
+    valid = F.col("reason").isNull()
+    row = validated.agg(
+        F.count("*"),
+        F.count(F.when(~valid, 1)),
+        F.min(F.when(valid, F.col("_ingested_at"))),
+        F.max(F.when(valid, F.col("_ingested_at"))),
+    ).first()
+    assert row is not None
+    return int(row[0]), int(row[1]), (row[2], row[3])
+
+
+class _QueryIds:
+    """The id of the query that owns a checkpoint, read at its first batch (a Spark job when
+    the checkpoint is remote) and then remembered: it cannot change under a running query."""
+
+    def __init__(self, checkpoint: str) -> None:
+        self.checkpoint = checkpoint
+        self._id: str | None = None
+
+    def __call__(self, spark: SparkSession) -> str:
+        if self._id is None:
+            self._id = query_id(spark, self.checkpoint)
+        return self._id
+
+
+def events_batch(
+    config: Config, checkpoint: str, stages: Sequence[str] = STAGES, clock: StageClock = STAGE_CLOCK
+) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of the events stream: a batch of input lines (``value``,
+    ``_source_file``, ``_ingested_at``, any Kafka metadata) through ``stages``, which start
+    with bronze (``("bronze",)`` writes bronze alone, while silver and gold catch up).
+    """
+    if not stages or tuple(stages) != STAGES[: len(stages)]:
+        raise ValueError(f"the events stages are a prefix of {STAGES}, not {tuple(stages)}")
+    tables = EventTables.of(config)
+    extra = config.extra_event_columns
+    query = _QueryIds(checkpoint)
+    tune_for_size = _SizeTuning()
+    stream = STAGE_STREAMS["bronze"]
+    known_ids = KnownKeys(tables.silver, ["event_id"])
+    known_users = KnownKeys(tables.users, USER_KEY_COLUMNS)
+
+    def process(lines: DataFrame, batch_id: int) -> None:
+        spark = lines.sparkSession
+        persist = _Persisted()
+        try:
+            schema = (
+                check_table_schema(spark, tables.silver, stream, checkpoint, extra)
+                if "silver" in stages
+                else None
+            )
+            with clock.timing("bronze"):
+                tune_for_size.before_caching(spark)
+                tune_for_size(spark, None, input_bytes(lines))
+                validated = persist(validate_events(raw_lines(lines), extra, with_bronze=True))
+                rows, invalid, ingested = _summary(validated)
+                tune_for_size(spark, rows)
+            if not rows:
+                return
+            txn = (f"medallion:{stream}:{query(spark)}", batch_id)
+
+            def bronze() -> None:
+                with clock.timing("bronze"):
+                    append_batch(
+                        bronze_rows(validated), tables.bronze, txn=(query(spark), batch_id)
+                    )
+                pause_point("bronze_events:appended")  # crash tests only
+
+            def quarantine() -> None:
+                append_batch(quarantined_events(validated), tables.quarantine, txn=txn)
+                pause_point("silver_events:quarantined")  # crash tests only
+
+            def silver_and_gold() -> None:
+                assert schema is not None
+                with clock.timing("silver"):
+                    found = new_silver_rows(spark, validated, extra, known_ids, persist)
+
+                def silver() -> None:
+                    with clock.timing("silver"):
+                        merge_schema = bool(extra or schema.unexpected)
+                        append_silver(tables, found, merge_schema, known_ids, txn)
+                    pause_point("silver_events:appended")  # crash tests only
+
+                def gold() -> None:
+                    with clock.timing("gold"):
+                        new_rows = found.new
+                        if not found.count:
+                            # Nothing new, or a replay after silver's append committed: then
+                            # the rows it inserted are found in silver again.
+                            new_rows = persist(
+                                rows_this_batch_inserted(
+                                    spark, tables.silver, found.deduplicated, ingested
+                                )
+                            )
+                        write_gold(spark, tables, new_rows, known_users, persist, txn)
+
+                # Gold adds the rows silver does not hold yet, so it need not wait for their
+                # append: either may commit first.
+                side_by_side([silver, gold] if "gold" in stages else [silver])
+
+            # Bronze, the quarantine and silver (then gold) are written side by side: each
+            # write is tagged on its own, so any of them may commit first, and a replay skips
+            # those that did.
+            work = [bronze]
+            if schema is not None:
+                work += [quarantine] * bool(invalid) + [silver_and_gold] * (rows > invalid)
+            side_by_side(work)
+        finally:
+            persist.release()
+
+    return process
+
+
+def side_by_side(work: Sequence[Callable[[], None]]) -> None:
+    """Run each callable in a thread of its own and wait for all of them; then raise the first
+    failure, if any (no write is left running when a batch fails)."""
+    if len(work) == 1:
+        work[0]()
+        return
+    with ThreadPoolExecutor(max_workers=len(work), thread_name_prefix="medallion-batch") as pool:
+        futures = [pool.submit(task) for task in work]
+        wait(futures)
+    for future in futures:
+        future.result()
+
+
+def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of ``silver_events`` while it catches up on bronze (a
+    rebuilt silver): quarantine the invalid, append the valid events whose ``event_id`` silver
+    does not hold yet. Both writes carry ``txnAppId``/``txnVersion``."""
+    tables = EventTables.of(config)
+    extra = config.extra_event_columns
+    query = _QueryIds(checkpoint)
+    tune_for_size = _SizeTuning()
+    stream = STAGE_STREAMS["silver"]
+    known_ids = KnownKeys(tables.silver, ["event_id"])
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        persist = _Persisted()
+        try:
+            # A renamed or retyped silver column stops the stream here, before any write.
+            schema = check_table_schema(spark, tables.silver, stream, checkpoint, extra)
+            validated = validate_events(batch, extra)
+            # Only quarantined rows keep their raw line, so the cached batch is a fraction the size.
+            invalid_row = F.col("reason").isNotNull()
+            validated = persist(validated.withColumn("_raw", F.when(invalid_row, F.col("_raw"))))
+            rows, invalid, _ingested = _summary(validated)
+            tune_for_size(spark, rows)
+            txn = (f"medallion:{stream}:{query(spark)}", batch_id)
+            if invalid:
+                append_batch(quarantined_events(validated), tables.quarantine, txn=txn)
+            if rows > invalid:
+                found = new_silver_rows(spark, validated, extra, known_ids, persist)
+                append_silver(tables, found, bool(extra or schema.unexpected), known_ids, txn)
+        finally:
+            persist.release()
+
+    return process
+
+
+def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of ``gold_hourly_product_metrics`` while it catches up on
+    silver (a rebuilt gold): a batch holds rows silver inserted (silver never updates or
+    deletes one), which :func:`write_gold` adds to gold."""
+    tables = EventTables.of(config)
+    query = _QueryIds(checkpoint)
+    tune_for_size = _SizeTuning()
+    stream = STAGE_STREAMS["gold"]
+    known_users = KnownKeys(tables.users, USER_KEY_COLUMNS)
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        persist = _Persisted()
+        try:
+            events = persist(batch.select(*_EVENT_COLUMNS))
+            rows = events.count()
+            if not rows:
+                return
+            tune_for_size(spark, rows)
+            txn = (f"medallion:{stream}:{query(spark)}", batch_id)
+            write_gold(spark, tables, events, known_users, persist, txn)
+        finally:
+            persist.release()
+
+    return process
