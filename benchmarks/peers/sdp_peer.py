@@ -37,10 +37,13 @@ VENV_BIN = REPO / ".venv" / "bin"
 sys.path.insert(0, str(REPO / "src"))  # medallion, when not run from the project's venv
 from common import finish, gold_totals  # noqa: E402
 
-from medallion.session import DELTA_MAVEN_PACKAGE, LOCAL_SPARK_CONF  # noqa: E402
+from medallion.session import (  # noqa: E402
+    DELTA_MAVEN_PACKAGE,
+    LOCAL_SPARK_CONF,
+    driver_memory,
+)
 
 MASTER = "local[2]"
-DRIVER_MEMORY = "2g"
 LANDING_CONF = "spark.medallion.sdp.landing"  # read by sdp/transformations/medallion_flows.py
 TABLES = {
     "bronze": "bronze_events",
@@ -89,7 +92,7 @@ def submit_args(workdir: Path) -> str:
     PYSPARK_REMOTE_INIT_CONF_<i> variables; the spec's configuration is also set on every
     flow's session, where static confs fail.)
     """
-    args = ["--driver-memory", DRIVER_MEMORY, "--packages", DELTA_MAVEN_PACKAGE]
+    args = ["--driver-memory", driver_memory(), "--packages", DELTA_MAVEN_PACKAGE]
     for key, value in jvm_conf(workdir).items():
         args += ["--conf", f"{key}={value}"]
     return shlex.join([*args, "pyspark-shell"])
