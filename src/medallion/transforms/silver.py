@@ -50,7 +50,10 @@ _BRONZE_TEXT = {"revenue": "__bronze_revenue", "event_timestamp": "__bronze_even
 
 
 def validate_events(
-    bronze: DataFrame, extra_columns: Sequence[str] = (), with_bronze: bool = False
+    bronze: DataFrame,
+    extra_columns: Sequence[str] = (),
+    with_bronze: bool = False,
+    kafka: Sequence[str] | None = None,
 ) -> DataFrame:
     """Bronze rows plus ``reason`` (NULL for a valid event) and the typed silver columns.
 
@@ -62,10 +65,12 @@ def validate_events(
 
     With ``with_bronze`` the result also holds what bronze keeps of each line, so one parse of
     a batch of ``raw_lines`` serves bronze and silver alike (:func:`bronze_rows` selects it).
+
+    ``kafka`` names the Kafka columns of ``bronze``; when None they are found in its schema,
+    which a query function of a Declarative Pipeline may not look at.
     """
-    stages = _validation_stages(
-        tuple(extra_columns), tuple(kafka_columns(bronze)), with_bronze, _jvm_identity()
-    )
+    kafka = kafka_columns(bronze) if kafka is None else kafka
+    stages = _validation_stages(tuple(extra_columns), tuple(kafka), with_bronze, _jvm_identity())
     return apply_stages(bronze, stages[:-1]).select(*stages[-1])
 
 
@@ -124,12 +129,16 @@ def bronze_rows(validated: DataFrame) -> DataFrame:
     )
 
 
-def valid_events(validated: DataFrame, extra_columns: Sequence[str] = ()) -> DataFrame:
+def valid_events(
+    validated: DataFrame, extra_columns: Sequence[str] = (), kafka: Sequence[str] | None = None
+) -> DataFrame:
     """The valid rows of :func:`validate_events`, in silver's columns (then ``extra_columns``),
-    plus the Kafka position columns when there are any: :func:`deduplicate_events` orders by
-    them and drops them."""
+    plus the Kafka position columns when there are any (``kafka`` as for
+    :func:`validate_events`): :func:`deduplicate_events` orders by them and drops them."""
+    positions = kafka_position_columns(validated) if kafka is None else kafka
+    positions = [c for c in KAFKA_POSITION_COLUMNS if c in positions]
     return validated.where(F.col("reason").isNull()).select(
-        *SILVER_EVENT_COLUMNS, *extra_columns, *kafka_position_columns(validated)
+        *SILVER_EVENT_COLUMNS, *extra_columns, *positions
     )
 
 
