@@ -140,7 +140,7 @@ class DeltaSourceOptions:
 
 # Every source reads a bounded amount per micro-batch unless told otherwise, so a first run over
 # a huge backlog takes several batches that fit the default 1 GiB driver (384 MiB of lines is
-# about 2.3M events; 2M took the whole heap, its caches spilling to disk), instead of one batch
+# about 2.3M events; a batch of 2M used all of it and finished), instead of one batch
 # that runs out of memory and, replaying the same recorded offsets, runs out again on every
 # restart. Delta sources and Auto Loader already stop at 1,000 files a batch by default.
 DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER = 384 << 20  # the file source takes plain bytes

@@ -113,9 +113,9 @@ def local_packages(packages: Sequence[str] = ()) -> list[str]:
     return list(dict.fromkeys([DELTA_MAVEN_PACKAGE, *packages, *extra]))
 
 
-# The local driver's heap. 1 GiB takes a backfill of 2M events in one batch (caches spill to
-# disk); 2 GiB took the same time and half as much memory again, which the JVM only gives
-# back to the system when it exits.
+# The local driver's heap. 1 GiB took a backfill of 2M events in one batch (batches are cached
+# with memory-and-disk storage); 2 GiB took about the same time for 1M events and 1 GB more
+# resident memory, which the JVM gives back to the system only when it exits.
 DEFAULT_DRIVER_MEMORY = "1g"
 
 
