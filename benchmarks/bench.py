@@ -557,35 +557,39 @@ def main() -> None:
         (work / "growth").mkdir(parents=True)
         results["growth"] = measure_growth(work / "growth", growth_seconds, faults=BENCH_FAULTS)
 
-    deliveries = args.out / "deliveries.json"
-    if "deliveries" not in skip:
-        step("small deliveries: medallion run against a batch-ceiling process, whole processes")
-        history = ["--history", "2000", "--repeat", "1"] if args.quick else []
-        run = run_child(
-            ["benchmarks/deliveries.py", "--workdir", str(work / "incremental"), *history],
-            logs / "deliveries.log",
-            timeout,
-        )
-        deliveries.write_text(json.dumps(run.result, indent=2))
-    if deliveries.exists():
-        results["deliveries"] = json.loads(deliveries.read_text())
-
-    incremental = args.out / "incremental.json"
-    if "incremental" not in skip:
-        step("incremental: one delivery on a small and on a large history")
-        history = ["--small", "2000", "--large", "20000"] if args.quick else []
-        run = run_child(
-            ["benchmarks/incremental.py", "--workdir", str(work / "incremental"), *history],
-            logs / "incremental.log",
-            timeout,
-        )
-        incremental.write_text(json.dumps(run.result, indent=2))
-    # Like the file counts, a skipped part reports the latest measurement in the results folder.
-    if incremental.exists():
-        results["incremental"] = json.loads(incremental.read_text())
+    # Parts run as scripts of their own, whose results are kept in the results folder: like the
+    # file counts, a skipped part reports the latest measurement there.
+    recorded_parts = [
+        (
+            "deliveries",
+            "small deliveries: medallion run against a batch-ceiling process, whole processes",
+            ["--history", "2000", "--repeat", "1"],
+        ),
+        (
+            "incremental",
+            "incremental: one delivery on a small and on a large history",
+            ["--small", "2000", "--large", "20000"],
+        ),
+    ]
+    for part, description, quick_args in recorded_parts:
+        recorded = args.out / f"{part}.json"
+        if part not in skip:
+            step(description)
+            run = run_child(
+                [
+                    f"benchmarks/{part}.py",
+                    "--workdir",
+                    str(work / "incremental"),
+                    *(quick_args if args.quick else []),
+                ],
+                logs / f"{part}.log",
+                timeout,
+            )
+            recorded.write_text(json.dumps(run.result, indent=2))
+        if recorded.exists():
+            results[part] = json.loads(recorded.read_text())
     results["checks"] = _checks(results)
     results["bench_s"] = round(time.monotonic() - began, 1)
-    args.out.mkdir(parents=True, exist_ok=True)
     text = json.dumps(results, indent=2, default=str)
     stamp = results["started_at"].replace(":", "").replace("-", "")
     (args.out / f"{stamp}.json").write_text(text + "\n")
