@@ -277,9 +277,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     spark = get_spark(packages=packages_for(config))
     if args.stream:
         _install_stop_handlers(stop)  # pyspark installs its own SIGINT handler with the context
-        report = run_streaming(spark, config, stop)
+        # The process ends with the run: the session catalog's names would serve nobody.
+        report = run_streaming(spark, config, stop, register_names=False)
     else:
-        report = run_available_now(spark, config)
+        report = run_available_now(spark, config, register_names=False)
     print(report.render())
     return 0
 

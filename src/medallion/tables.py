@@ -6,6 +6,7 @@ import json
 import logging
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
@@ -135,17 +136,48 @@ def table_version(spark: SparkSession, table: TableRef) -> int | None:
         return int(history(spark, table, 1).collect()[0]["version"])
 
 
-def file_stats(spark: SparkSession, table: TableRef) -> tuple[int, int]:
-    """(files, bytes) of the table's latest version: from that version's checksum file
-    (``_delta_log/<version>.crc``, part of the Delta protocol) when it has one, which costs no
-    Spark job; otherwise from ``DESCRIBE DETAIL``."""
+def latest_checksum(spark: SparkSession, table: TableRef) -> dict[str, Any] | None:
+    """The checksum file of the table's latest version (``_delta_log/<version>.crc``, part of
+    the Delta protocol), parsed: read without a Spark job. None when the table has none (a
+    catalog table, a log listed from nowhere here, a writer that wrote no checksum)."""
     try:
         version = committed_version(spark, table)
-        checksum = json.loads(read_text(spark, f"{table.path}/_delta_log/{version:020d}.crc"))
+        if version is None:
+            return None
+        return json.loads(read_text(spark, f"{table.path}/_delta_log/{version:020d}.crc"))
+    except Exception:  # noqa: BLE001 - no checksum file to read here
+        return None
+
+
+def file_stats(spark: SparkSession, table: TableRef) -> tuple[int, int]:
+    """(files, bytes) of the table's latest version: from its checksum file when it has one,
+    which costs no Spark job; otherwise from ``DESCRIBE DETAIL``."""
+    checksum = latest_checksum(spark, table)
+    if checksum is not None and "numFiles" in checksum and "tableSizeBytes" in checksum:
         return int(checksum["numFiles"]), int(checksum["tableSizeBytes"])
-    except Exception:  # noqa: BLE001 - no checksum file to read here: ask Delta
-        detail = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]
-        return int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
+    detail = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]
+    return int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
+
+
+def row_count(spark: SparkSession, table: TableRef) -> int:
+    """The rows of the table's latest version.
+
+    A small table's checksum file lists its files (``allFiles``), each with its row count in
+    its statistics, less the rows its deletion vector deletes: their sum costs no Spark job.
+    Otherwise the table is counted.
+    """
+    checksum = latest_checksum(spark, table) or {}
+    files = checksum.get("allFiles")
+    if files is not None and len(files) == checksum.get("numFiles"):
+        try:
+            return sum(
+                int(json.loads(f["stats"])["numRecords"])
+                - int((f.get("deletionVector") or {}).get("cardinality", 0))
+                for f in files
+            )
+        except (KeyError, TypeError, ValueError):
+            pass  # a file written without statistics
+    return read_table(spark, table).count()
 
 
 def holds_data(spark: SparkSession, table: TableRef) -> bool:
@@ -307,9 +339,10 @@ def ensure_tables(
     spark: SparkSession,
     config: Config,
     more: Sequence[tuple[TableRef, str, dict[str, str]]] = (),
+    register_names: bool = True,
 ) -> None:
     """Create every contract table that is missing (and ``more``: (table, columns,
-    properties)), then register them all by name."""
+    properties)), then register them all by name (unless ``register_names`` is False)."""
     with stream_locks(config, [SETUP_LOCK], "create tables", wait_seconds=300):
         if config.uses_unity_catalog:
             spark.sql(
@@ -318,4 +351,5 @@ def ensure_tables(
         in_parallel(lambda table: create_table(spark, table), config.tables(), "create-table")
         for table, columns, properties in more:
             create_delta_table(spark, table, columns, properties)
-        register_tables(spark, config)
+        if register_names:
+            register_tables(spark, config)

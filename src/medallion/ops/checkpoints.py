@@ -60,12 +60,14 @@ class DeltaPosition:
     """Where a Delta source resumes: every version before ``version`` is read.
 
     ``index`` >= 0 means ``version`` is partly read; ``starting`` means the stream is still
-    reading the snapshot of ``version`` it started from.
+    reading the snapshot of ``version`` it started from. ``table_id`` is the id of the table
+    the offset belongs to (``reservoirId``).
     """
 
     version: int
     index: int
     starting: bool
+    table_id: str | None = None
 
 
 def delta_position(checkpoint: str) -> DeltaPosition | None:
@@ -86,6 +88,7 @@ def delta_position(checkpoint: str) -> DeltaPosition | None:
         int(offset["reservoirVersion"]),
         int(offset.get("index", -1)),
         bool(offset.get("isStartingVersion", False)),
+        offset.get("reservoirId"),
     )
 
 

@@ -27,6 +27,7 @@ from medallion.parallel import in_parallel
 from medallion.session import is_connect_session
 from medallion.storage import folder_exists
 from medallion.streams import fusion
+from medallion.streams.caught_up import has_read_everything
 from medallion.streams.checkpoints import lost_checkpoint, replaced_landing_files
 from medallion.streams.events import STAGE_CLOCK
 from medallion.streams.flows import FLOWS, Flow, fusion_head
@@ -39,7 +40,7 @@ from medallion.streams.missing_files import (
     start_checking,
 )
 from medallion.streams.sinks import Trigger
-from medallion.tables import ensure_tables, history, read_table, table_version
+from medallion.tables import ensure_tables, history, row_count, table_version
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ def _summarize(
         flow, key = written
         result = TableSummary(key)
         result.rows_out = _rows_written(spark, config, key, before.get(key, -1))
-        result.total_rows = read_table(spark, config.table(key)).count()
+        result.total_rows = row_count(spark, config.table(key))
         return result
 
     report.tables = in_parallel(
@@ -238,9 +239,9 @@ def _summarize(
 _WRITTEN_BY_KEY = {key for flow in FLOWS for key in flow.writes}
 
 
-def _prepare(spark: SparkSession, config: Config) -> None:
+def _prepare(spark: SparkSession, config: Config, register_names: bool) -> None:
     progress = (progress_table(config), PROGRESS_SCHEMA, PROGRESS_PROPERTIES)
-    ensure_tables(spark, config, more=[progress, gaps_table_spec(config)])
+    ensure_tables(spark, config, [progress, gaps_table_spec(config)], register_names)
     for dataset in ("events", "customers") if config.source == "files" else ():
         path = config.landing_dir(dataset)
         if "://" not in path and not path.startswith("/Volumes/"):
@@ -350,22 +351,28 @@ def _runnable(
 
 @monitored  # progress events into <lake>/_system/stream_progress, live progress
 def run_available_now(
-    spark: SparkSession, config: Config, flows: tuple[Flow, ...] = FLOWS
+    spark: SparkSession,
+    config: Config,
+    flows: tuple[Flow, ...] = FLOWS,
+    register_names: bool = True,
 ) -> RunReport:
     """Process everything that has landed, each flow after those it reads from, and return the
-    run's summary.
+    run's summary. ``register_names=False`` leaves the tables unnamed in the session catalog
+    (a process that ends with the run has no use for the names).
 
     The run holds its streams' locks: a second writer of any of them is refused.
     """
     with _locks(config, flows, "available now"):
-        return _run_available_now(spark, config, flows)
+        return _run_available_now(spark, config, flows, register_names)
 
 
-def _run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, ...]) -> RunReport:
+def _run_available_now(
+    spark: SparkSession, config: Config, flows: tuple[Flow, ...], register_names: bool = True
+) -> RunReport:
     fusions = {f.head.name: f for f in fusion.plans(spark, config, flows)}
     flows = _runnable(spark, config, flows, fusions)
     _refuse_unsafe_starts(spark, config, flows)
-    _prepare(spark, config)
+    _prepare(spark, config, register_names)
     _record_gaps(spark, config, flows)
     before = _versions(spark, config)
     stages_before = dict(STAGE_CLOCK.seconds)
@@ -377,6 +384,8 @@ def _run_available_now(spark: SparkSession, config: Config, flows: tuple[Flow, .
             fusion.finish_catching_up(spark, config, fused)
     report = _summarize(spark, config, before, finished)
     report.flow_seconds = flow_seconds
+    for name in flow_seconds:  # a flow with nothing to read ran no batch
+        report.batches.setdefault(name, 0)
     report.stage_seconds = {
         stage: round(seconds - stages_before.get(stage, 0.0), 3)
         for stage, seconds in STAGE_CLOCK.seconds.items()
@@ -422,6 +431,7 @@ def _drain(
     waiting = list(flows)
     running: dict[str, tuple[Flow, StreamingQuery, float]] = {}
     finished: dict[str, StreamingQuery] = {}
+    skipped: set[str] = set()  # flows with nothing to read: never started
     seconds: dict[str, float] = {}
     restarts: dict[str, int] = {}
     # Over Spark Connect every foreachBatch shares the client's session, so the txnAppId /
@@ -429,15 +439,22 @@ def _drain(
     one_at_a_time = is_connect_session(spark)
     try:
         while waiting or running:
-            ready = [f for f in waiting if needs[f.name] <= finished.keys()]
+            ready = [f for f in waiting if needs[f.name] <= finished.keys() | skipped]
             if one_at_a_time:
                 ready = ready[:1] if not running else []
             for flow in ready:
-                log.info("starting %s (%s, available now)", flow.name, flow.layer)
                 waiting.remove(flow)
+                if has_read_everything(spark, config, flow):
+                    log.info("%s: nothing new in its source; not started", flow.name)
+                    skipped.add(flow.name)
+                    seconds[flow.name] = 0.0
+                    continue
+                log.info("starting %s (%s, available now)", flow.name, flow.layer)
                 query = _start(spark, config, flow, trigger, fusions)
                 running[flow.name] = (flow, query, time.monotonic())
             if not running:
+                if ready:  # all of them had nothing to read: those after them may be ready
+                    continue
                 raise PipelineError(f"flows wait on each other: {[f.name for f in waiting]}")
             for name, (flow, query, started) in list(running.items()):
                 try:
@@ -509,19 +526,28 @@ def _streaming_trigger(config: Config, flow: Flow) -> Trigger:
 
 @monitored
 def run_streaming(
-    spark: SparkSession, config: Config, stop: threading.Event, flows: tuple[Flow, ...] = FLOWS
+    spark: SparkSession,
+    config: Config,
+    stop: threading.Event,
+    flows: tuple[Flow, ...] = FLOWS,
+    register_names: bool = True,
 ) -> RunReport:
     """Run every flow with processing-time triggers until ``stop`` is set, then stop cleanly.
 
     Queries stop together, each after its in-flight batch. A failed query stops the others and
     raises :class:`PipelineError`. The run holds its streams' locks until it ends.
+    ``register_names`` as for :func:`run_available_now`.
     """
     with _locks(config, flows, "stream"):
-        return _run_streaming(spark, config, stop, flows)
+        return _run_streaming(spark, config, stop, flows, register_names)
 
 
 def _run_streaming(
-    spark: SparkSession, config: Config, stop: threading.Event, flows: tuple[Flow, ...]
+    spark: SparkSession,
+    config: Config,
+    stop: threading.Event,
+    flows: tuple[Flow, ...],
+    register_names: bool = True,
 ) -> RunReport:
     if is_connect_session(spark):
         raise PipelineError(
@@ -532,7 +558,7 @@ def _run_streaming(
     fusions = {f.head.name: f for f in fusion.plans(spark, config, flows)}
     flows = _runnable(spark, config, flows, fusions)
     _refuse_unsafe_starts(spark, config, flows)
-    _prepare(spark, config)
+    _prepare(spark, config, register_names)
     _record_gaps(spark, config, flows)
     before = _versions(spark, config)
     behind = [f for f in fusions.values() if f.catching_up]
