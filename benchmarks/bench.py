@@ -17,6 +17,8 @@
 8. Small deliveries: ``medallion run`` of a 5,000-event delivery on an existing lake against a
    batch-ceiling process on the same files, both timed as whole processes
    (benchmarks/deliveries.py).
+9. Tagged writes: what txnAppId/txnVersion costs one Delta append (benchmarks/tagged_writes.py),
+   the fixed cost behind the streaming latency.
 
 Every part runs in its own process (its own JVM), measured from outside. Writes
 ``<out>/<timestamp>.json``, ``latest.json``, ``latest.md`` (the table the README quotes) and
@@ -369,6 +371,16 @@ def markdown(results: dict) -> str:
             f"({incremental['span_ratio']}x); whole processes {small['process_wall_s']} s and "
             f"{large['process_wall_s']} s.",
         ]
+    tagged = results.get("tagged_writes")
+    if tagged:
+        lines += [
+            "",
+            f"Tagged writes: an append of {tagged['rows_per_write']:,} rows takes "
+            f"{tagged['tagged_median_s']} s with txnAppId/txnVersion "
+            f"({tagged['tagged_jobs_per_write']:g} Spark jobs) and "
+            f"{tagged['untagged_median_s']} s without ({tagged['untagged_jobs_per_write']:g}); "
+            "Delta rebuilds the table's state to check the pair (docs/benchmarks.md).",
+        ]
     lines += ["", "| target | measured | limit | met |", "|---|---:|---:|---|"]
     for c in results["checks"]:
         lines.append(
@@ -442,7 +454,8 @@ def main() -> None:
         "--skip",
         default="",
         help="comma-separated parts to leave out: "
-        "peers,sdp,latency,recovery,small_files,scaling,growth,incremental,deliveries",
+        "peers,sdp,latency,recovery,small_files,scaling,growth,incremental,deliveries,"
+        "tagged_writes",
     )
     parser.add_argument(
         "--report-only",
@@ -569,6 +582,11 @@ def main() -> None:
             "incremental",
             "incremental: one delivery on a small and on a large history",
             ["--small", "2000", "--large", "20000"],
+        ),
+        (
+            "tagged_writes",
+            "tagged writes: Delta appends with and without txnAppId/txnVersion",
+            ["--writes", "3"],
         ),
     ]
     for part, description, quick_args in recorded_parts:

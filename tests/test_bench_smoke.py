@@ -1,7 +1,7 @@
 """The benchmark still runs: a tiny ``make bench QUICK=1`` with its backfill comparisons.
 
 It runs benchmarks/bench.py as ``make bench`` does, with medallion and the batch ceiling on
-2,000 events, and the small deliveries part (the other peers and the streaming, recovery,
+2,000 events, the small deliveries part and the tagged writes part (the other peers and the streaming, recovery,
 small-file, scaling, growth and incremental parts each start more JVMs, so they are left to
 ``make bench``), and checks the outputs: the
 results JSON, the Markdown table, the chart and the target checks. The gold comparison of the peers
@@ -64,3 +64,7 @@ def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
     assert (out / "latest.png").stat().st_size > 10_000
     deliveries = results["deliveries"]
     assert deliveries["medallion_median_s"] > 0 and deliveries["ratio"] > 0
+    # A tagged write costs Delta a rebuild of the table's state: more Spark jobs than untagged.
+    tagged = results["tagged_writes"]
+    assert tagged["tagged_jobs_per_write"] > tagged["untagged_jobs_per_write"] >= 1
+    assert "Tagged writes:" in table
