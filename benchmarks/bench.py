@@ -368,7 +368,8 @@ def markdown(results: dict) -> str:
             "re-sent copies of old ones) has a pipeline span of "
             f"{small['span_s']} s on a lake of {small['history_events']:,} events and "
             f"{large['span_s']} s on one of {large['history_events']:,} "
-            f"({incremental['span_ratio']}x); whole processes {small['process_wall_s']} s and "
+            f"({incremental['span_ratio']}x; medians of {small['spans_s']} s and "
+            f"{large['spans_s']} s); whole processes {small['process_wall_s']} s and "
             f"{large['process_wall_s']} s.",
         ]
     tagged = results.get("tagged_writes")

@@ -197,7 +197,7 @@ def main() -> None:
         "--large", type=int, default=1_500_000, help="events in the large history (10M: the soak)"
     )
     parser.add_argument("--delivery", type=int, default=40_000, help="new events in the delivery")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per history; the median counts")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per history; the median counts")
     parser.add_argument("--no-check", action="store_true", help="skip the exactness check")
     parser.add_argument("--workdir", type=Path, default=REPO / "build" / "bench" / "incremental")
     args = parser.parse_args()
