@@ -136,17 +136,26 @@ def table_version(spark: SparkSession, table: TableRef) -> int | None:
         return int(history(spark, table, 1).collect()[0]["version"])
 
 
-def latest_checksum(spark: SparkSession, table: TableRef) -> dict[str, Any] | None:
-    """The checksum file of the table's latest version (``_delta_log/<version>.crc``, part of
-    the Delta protocol), parsed: read without a Spark job. None when the table has none (a
-    catalog table, a log listed from nowhere here, a writer that wrote no checksum)."""
+def checksum(spark: SparkSession, table: TableRef, version: int) -> dict[str, Any] | None:
+    """The checksum file of one version of a path table (``_delta_log/<version>.crc``, part of
+    the Delta protocol), parsed: read without a Spark job. None when there is none to read (a
+    catalog table, a writer that wrote no checksum)."""
+    if table.path is None:
+        return None
     try:
-        version = committed_version(spark, table)
-        if version is None:
-            return None
         return json.loads(read_text(spark, f"{table.path}/_delta_log/{version:020d}.crc"))
     except Exception:  # noqa: BLE001 - no checksum file to read here
         return None
+
+
+def latest_checksum(spark: SparkSession, table: TableRef) -> dict[str, Any] | None:
+    """The checksum file of the table's latest version (:func:`checksum`); None also when its
+    log cannot be listed from here."""
+    try:
+        version = committed_version(spark, table)
+    except LookupError:
+        return None
+    return None if version is None else checksum(spark, table, version)
 
 
 def file_stats(spark: SparkSession, table: TableRef) -> tuple[int, int]:

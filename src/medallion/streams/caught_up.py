@@ -13,7 +13,7 @@ from medallion.config import Config
 from medallion.ops import checkpoints
 from medallion.ops.lineage import stream_source
 from medallion.streams.flows import Flow, fusion_head
-from medallion.tables import committed_version, latest_checksum
+from medallion.tables import checksum, committed_version
 
 
 def has_read_everything(spark: SparkSession, config: Config, flow: Flow) -> bool:
@@ -39,8 +39,9 @@ def has_read_everything(spark: SparkSession, config: Config, flow: Flow) -> bool
         latest = committed_version(spark, table)
     except LookupError:
         return False
-    checksum = latest_checksum(spark, table)
-    if latest is None or checksum is None:
+    # The id from the very version compared, not from a newer one committed meanwhile.
+    recorded = checksum(spark, table, latest) if latest is not None else None
+    if recorded is None:
         return False
-    table_id = (checksum.get("metadata") or {}).get("id")
+    table_id = (recorded.get("metadata") or {}).get("id")
     return position.table_id == table_id and position.version > latest

@@ -367,7 +367,7 @@ def run_available_now(
 
 
 def _run_available_now(
-    spark: SparkSession, config: Config, flows: tuple[Flow, ...], register_names: bool = True
+    spark: SparkSession, config: Config, flows: tuple[Flow, ...], register_names: bool
 ) -> RunReport:
     fusions = {f.head.name: f for f in fusion.plans(spark, config, flows)}
     flows = _runnable(spark, config, flows, fusions)
@@ -547,7 +547,7 @@ def _run_streaming(
     config: Config,
     stop: threading.Event,
     flows: tuple[Flow, ...],
-    register_names: bool = True,
+    register_names: bool,
 ) -> RunReport:
     if is_connect_session(spark):
         raise PipelineError(
