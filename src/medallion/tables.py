@@ -6,6 +6,7 @@ import json
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -146,6 +147,51 @@ def checksum(spark: SparkSession, table: TableRef, version: int) -> dict[str, An
         return json.loads(read_text(spark, f"{table.path}/_delta_log/{version:020d}.crc"))
     except Exception:  # noqa: BLE001 - no checksum file to read here
         return None
+
+
+def commit_actions(spark: SparkSession, table: TableRef, version: int) -> list[dict[str, Any]]:
+    """The actions of one commit of a path table (``_delta_log/<version>.json``), parsed.
+
+    Raises :class:`LookupError` when the commit cannot be read (a catalog table, a commit that
+    the log's clean-up removed)."""
+    if table.path is None:
+        raise LookupError(f"{table.key} is a catalog table")
+    try:
+        text = read_text(spark, f"{table.path}/_delta_log/{version:020d}.json")
+    except Exception as error:  # noqa: BLE001 - no such commit to read here
+        raise LookupError(f"cannot read version {version} of {table.key}") from error
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What a commit did, as far as a reader of the table's rows is concerned."""
+
+    version: int
+    changes_data: bool  # added or removed a file with ``dataChange`` (OPTIMIZE does not)
+    transactions: dict[str, int]  # its ``txn`` actions: appId -> txnVersion
+
+
+def commits_after(spark: SparkSession, table: TableRef, version: int) -> list[Commit]:
+    """Every commit of the table after ``version``, oldest first, without Spark jobs.
+
+    Raises :class:`LookupError` when the table has no ``version`` (it was replaced), or its
+    log cannot be listed or a commit read from here."""
+    latest = committed_version(spark, table)
+    if latest is None or latest < version:
+        raise LookupError(f"{table.key} has no version {version}")
+    commits = []
+    for number in range(version + 1, latest + 1):
+        actions = commit_actions(spark, table, number)
+        files = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
+        commits.append(
+            Commit(
+                number,
+                any(f.get("dataChange", True) for f in files),
+                {a["txn"]["appId"]: int(a["txn"]["version"]) for a in actions if "txn" in a},
+            )
+        )
+    return commits
 
 
 def latest_checksum(spark: SparkSession, table: TableRef) -> dict[str, Any] | None:

@@ -41,7 +41,7 @@ from medallion.faults import pause_point
 from medallion.ops.schema import check_table_schema
 from medallion.session import is_connect_session
 from medallion.storage import local_path
-from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys
+from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.sinks import (
     append_batch,
     idempotent_writes,
@@ -300,7 +300,7 @@ def append_silver(
         lambda: append_batch(rows.new, tables.silver, merge_schema, txn),
         f"append to {tables.silver.key}",
     )
-    known_ids.added(rows.hashes)
+    known_ids.added(rows.new.sparkSession, rows.hashes, txn)
 
 
 def rows_this_batch_inserted(
@@ -347,7 +347,7 @@ def write_gold(
             lambda: append_batch(new_keys, tables.users, txn=txn),
             f"append to {tables.users.key}",
         )
-        known_users.added(hashes)
+        known_users.added(spark, hashes, txn)
 
 
 def _summary(validated: DataFrame) -> tuple[int, int, tuple[object, object]]:
@@ -392,8 +392,8 @@ def events_batch(
     query = _QueryIds(checkpoint)
     tune_for_size = _SizeTuning()
     stream = STAGE_STREAMS["bronze"]
-    known_ids = KnownKeys(tables.silver, ["event_id"])
-    known_users = KnownKeys(tables.users, USER_KEY_COLUMNS)
+    known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
+    known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
 
     def process(lines: DataFrame, batch_id: int) -> None:
         spark = lines.sparkSession
@@ -488,7 +488,7 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
     query = _QueryIds(checkpoint)
     tune_for_size = _SizeTuning()
     stream = STAGE_STREAMS["silver"]
-    known_ids = KnownKeys(tables.silver, ["event_id"])
+    known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -522,7 +522,7 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
     query = _QueryIds(checkpoint)
     tune_for_size = _SizeTuning()
     stream = STAGE_STREAMS["gold"]
-    known_users = KnownKeys(tables.users, USER_KEY_COLUMNS)
+    known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession

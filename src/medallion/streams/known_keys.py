@@ -10,11 +10,13 @@ A key is held as two 64-bit hashes (``xxhash64`` of the key columns, without and
 128 bits, so two different keys of even a billion-row table share both hashes with a chance
 below 10^-20, far below that of an undetected disk error. The index is exact for the table as
 it was read plus what the stream appended: the stream is the table's one writer (its lock), and
-a stream that fails or restarts reads the table again.
+a stream that fails or restarts reads the table again, or the index it kept in its checkpoint
+when the table's log shows that no key changed since (key_index_store.py).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,7 +24,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import TableRef
-from medallion.tables import read_table
+from medallion.storage import local_path
+from medallion.streams.key_index_store import KeyIndexStore, table_id
+from medallion.tables import commits_after, committed_version, read_table
+
+log = logging.getLogger(__name__)
 
 HASH_COLUMNS = ("__key_h1", "__key_h2")
 _SALT = "medallion:key"
@@ -42,27 +48,28 @@ class KeyIndex:
 
     Membership is a binary search per run. A new run is merged into the one before it while
     it is at least half its size, so there are at most log2(n) runs and a key is re-sorted
-    O(log n) times in all.
+    O(log n) times in all. Each run remembers the file it is kept in (key_index_store.py), if
+    any; a merged run has none until it is saved.
     """
 
-    def __init__(self) -> None:
-        self._runs: list[tuple[np.ndarray, np.ndarray]] = []
+    def __init__(self, runs: Sequence[tuple[np.ndarray, np.ndarray, str | None]] = ()) -> None:
+        self.runs: list[tuple[np.ndarray, np.ndarray, str | None]] = list(runs)
 
     def __len__(self) -> int:
-        return sum(len(h1) for h1, _ in self._runs)
+        return sum(len(h1) for h1, _, _ in self.runs)
 
     def add(self, h1: np.ndarray, h2: np.ndarray) -> None:
         """Add keys (not already held)."""
         if len(h1):
-            self._runs.append(_sorted(h1, h2))
-        while len(self._runs) > 1 and 2 * len(self._runs[-1][0]) >= len(self._runs[-2][0]):
-            (b1, b2), (a1, a2) = self._runs.pop(), self._runs.pop()
-            self._runs.append(_sorted(np.concatenate([a1, b1]), np.concatenate([a2, b2])))
+            self.runs.append((*_sorted(h1, h2), None))
+        while len(self.runs) > 1 and 2 * len(self.runs[-1][0]) >= len(self.runs[-2][0]):
+            (b1, b2, _), (a1, a2, _) = self.runs.pop(), self.runs.pop()
+            self.runs.append((*_sorted(np.concatenate([a1, b1]), np.concatenate([a2, b2])), None))
 
     def contains(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
         """For each key, whether the index holds it."""
         found = np.zeros(len(h1), dtype=bool)
-        for run1, run2 in self._runs:
+        for run1, run2, _ in self.runs:
             left = np.searchsorted(run1, h1, "left")
             right = np.searchsorted(run1, h1, "right")
             one = (right - left) == 1
@@ -71,6 +78,10 @@ class KeyIndex:
             for i in np.nonzero((right - left) > 1)[0]:
                 found[i] |= bool(np.any(run2[left[i] : right[i]] == h2[i]))
         return found
+
+    def kept_in(self, names: Sequence[str]) -> None:
+        """Record the file each run is now kept in."""
+        self.runs = [(h1, h2, name) for (h1, h2, _), name in zip(self.runs, names, strict=True)]
 
 
 def _sorted(h1: np.ndarray, h2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -86,22 +97,68 @@ def _hash_arrays(df: DataFrame) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
+def kept_keys(checkpoint: str, table: TableRef) -> str:
+    """Where a stream keeps its index of ``table``'s keys: in its checkpoint folder, which a
+    reset of the stream deletes with it."""
+    return f"{checkpoint.rstrip('/')}/_medallion_keys/{table.key.replace('/', '.')}"
+
+
 class KnownKeys:
     """The keys ``columns`` that ``table`` holds, read when first needed and then kept up to
-    date by the one stream that writes the table: :meth:`new_rows`, then :meth:`added`."""
+    date by the one stream that writes the table: :meth:`new_rows`, then :meth:`added`.
 
-    def __init__(self, table: TableRef, columns: Sequence[str]) -> None:
+    With a local ``folder`` (in the stream's checkpoint), the index is also kept there after
+    each write, and a new process reads it back rather than the table, as long as the table's
+    log shows that its keys have not changed since (key_index_store.py).
+    """
+
+    def __init__(self, table: TableRef, columns: Sequence[str], folder: str | None = None) -> None:
         self.table, self.columns = table, tuple(columns)
+        local = local_path(folder) if folder is not None else None
+        self._store = KeyIndexStore(local, columns) if local is not None else None
         self._index: KeyIndex | None = None
+        # The table version and id the index reflects; None: not known, so it is not kept.
+        self._version: int | None = None
+        self._table_id: str | None = None
 
     def _known(self, spark: SparkSession) -> KeyIndex:
         if self._index is None:
-            index = KeyIndex()
-            index.add(
-                *_hash_arrays(read_table(spark, self.table).select(*key_hashes(self.columns)))
-            )
-            self._index = index
+            kept = self._store.load(spark, self.table) if self._store is not None else None
+            if kept is not None:
+                runs, self._version, self._table_id = kept
+                self._index = KeyIndex(runs)
+            else:
+                self._index = self._read(spark)
+                self._save()
         return self._index
+
+    def _read(self, spark: SparkSession) -> KeyIndex:
+        """The keys of the table's latest version, read from the table."""
+        try:
+            self._version = committed_version(spark, self.table)
+        except LookupError:
+            self._version = None  # a catalog table: read its latest version, keep nothing
+        if self._version is not None:
+            self._table_id = table_id(spark, self.table, self._version)
+        rows = read_table(spark, self.table, self._version)
+        index = KeyIndex()
+        index.add(*_hash_arrays(rows.select(*key_hashes(self.columns))))
+        return index
+
+    @property
+    def _keeping(self) -> bool:
+        return self._store is not None and None not in (self._version, self._table_id)
+
+    def _save(self) -> None:
+        if not self._keeping or self._index is None:
+            return
+        assert self._store is not None and self._version is not None and self._table_id
+        try:
+            self._index.kept_in(self._store.save(self._index.runs, self._version, self._table_id))
+        except OSError:
+            # Harmless: the index kept before stays valid only for versions before this
+            # stream's write, so the next process reads the keys from the table.
+            log.warning("could not keep the key index of %s", self.table.key, exc_info=True)
 
     def new_rows(
         self, spark: SparkSession, rows: DataFrame
@@ -122,7 +179,39 @@ class KnownKeys:
         unseen = hashed.join(F.broadcast(seen), list(HASH_COLUMNS), "left_anti")
         return unseen, (h1[~held], h2[~held])
 
-    def added(self, hashes: tuple[np.ndarray, np.ndarray]) -> None:
-        """Record keys the stream has appended to the table (from :meth:`new_rows`)."""
-        if self._index is not None:
-            self._index.add(*hashes)
+    def added(
+        self, spark: SparkSession, hashes: tuple[np.ndarray, np.ndarray], txn: tuple[str, int]
+    ) -> None:
+        """Record keys the stream has appended to the table (from :meth:`new_rows`) in a write
+        tagged ``txn``, and keep the index.
+
+        The table's commits since the index's version must be that write or leave the rows as
+        they were; after any other write to the table, its keys are read again at the next
+        batch, so that a key another writer added is never taken for a new one.
+        """
+        if self._index is None:
+            return
+        self._index.add(*hashes)
+        if not self._keeping:
+            return
+        assert self._version is not None
+        try:
+            commits = commits_after(spark, self.table, self._version)
+        except LookupError:
+            self._version = None  # the log cannot be read from here: keep nothing more
+            return
+        app, batch = txn
+        other = next(
+            (c for c in commits if c.changes_data and c.transactions.get(app) != batch), None
+        )
+        if other is not None:
+            log.info(
+                "%s: version %d was written by another writer; its keys are read again",
+                self.table.key,
+                other.version,
+            )
+            self._index = None
+            return
+        if commits:
+            self._version = commits[-1].version
+        self._save()

@@ -8,7 +8,6 @@ before the stream resumes and adds to both.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from pyspark.sql import DataFrame, SparkSession
@@ -16,9 +15,8 @@ from pyspark.sql import DataFrame, SparkSession
 from medallion.config import Config, TableRef
 from medallion.errors import PipelineError
 from medallion.ops.checkpoints import DeltaPosition, delta_position
-from medallion.storage import read_text
 from medallion.streams.sinks import append_batch
-from medallion.tables import holds_data, read_table
+from medallion.tables import commit_actions, holds_data, read_table
 from medallion.transforms.gold import hourly_user_keys
 
 log = logging.getLogger(__name__)
@@ -33,12 +31,11 @@ def _version_files(spark: SparkSession, table: TableRef, version: int, count: in
     """The first ``count`` data files that commit ``version`` added, in the order a Delta
     source indexes them (the commit's ``add`` actions with ``dataChange``)."""
     assert table.path is not None
-    commit = read_text(spark, f"{table.path}/_delta_log/{version:020d}.json")
-    added = []
-    for line in commit.splitlines():
-        add = json.loads(line).get("add") if line.strip() else None
-        if add and add.get("dataChange", True):
-            added.append(f"{table.path}/{add['path']}")
+    added = [
+        f"{table.path}/{action['add']['path']}"
+        for action in commit_actions(spark, table, version)
+        if "add" in action and action["add"].get("dataChange", True)
+    ]
     return added[:count]
 
 

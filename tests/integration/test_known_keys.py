@@ -1,0 +1,138 @@
+"""A stream's key index kept in its checkpoint: read back by the next process only while the
+table's log shows that its keys have not changed, and read from the table otherwise."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+from medallion.config import TableRef
+from medallion.streams.known_keys import KnownKeys, kept_keys
+from medallion.streams.sinks import append_batch
+from medallion.tables import committed_version, read_table
+
+APP = "medallion:test_stream:query"
+
+
+def _table(spark, tmp_path, ids: range) -> TableRef:
+    table = TableRef("silver", "keys", str(tmp_path / "keys"), "medallion.scratch_keys")
+    spark.range(ids.start, ids.stop).selectExpr("concat('e', id) AS event_id").write.format(
+        "delta"
+    ).save(table.path)
+    return table
+
+
+def _batch(spark, ids: range):
+    return spark.range(ids.start, ids.stop).selectExpr("concat('e', id) AS event_id").cache()
+
+
+def _new_ids(spark, known: KnownKeys, ids: range) -> set[str]:
+    unseen, _ = known.new_rows(spark, _batch(spark, ids))
+    return {row.event_id for row in unseen.collect()}
+
+
+def _write(spark, known: KnownKeys, table: TableRef, ids: range, batch: int) -> None:
+    """What a stream does with a batch: append the keys the table lacks, then record them."""
+    unseen, hashes = known.new_rows(spark, _batch(spark, ids))
+    append_batch(unseen.select("event_id"), table, txn=(APP, batch))
+    known.added(spark, hashes, (APP, batch))
+
+
+def _manifest(folder) -> dict:
+    return json.loads((folder / "index.json").read_text())
+
+
+def test_the_next_process_reads_the_kept_index_while_the_keys_are_unchanged(
+    spark, tmp_path, caplog
+):
+    table = _table(spark, tmp_path, range(0, 500))
+    folder = tmp_path / "checkpoint" / "_medallion_keys" / "silver.keys"
+    assert kept_keys(str(tmp_path / "checkpoint"), table) == str(folder)
+
+    known = KnownKeys(table, ["event_id"], str(folder))
+    assert _new_ids(spark, known, range(490, 510)) == {f"e{i}" for i in range(500, 510)}
+    assert _manifest(folder)["version"] == 0
+    for batch, ids in enumerate([range(490, 700), range(650, 800), range(0, 900)]):
+        _write(spark, known, table, ids, batch)
+    assert read_table(spark, table).count() == 900
+    manifest = _manifest(folder)
+    assert manifest["version"] == committed_version(spark, table) == 3
+    assert sum(run["keys"] for run in manifest["runs"]) == 900
+    assert sorted(p.name for p in folder.glob("*.npz")) == sorted(
+        r["file"] for r in manifest["runs"]
+    )
+
+    # OPTIMIZE rewrites files without changing rows: the kept index still holds.
+    spark.sql(f"OPTIMIZE delta.`{table.path}`")
+    restarted = KnownKeys(table, ["event_id"], str(folder))
+    assert restarted._store is not None
+    kept = restarted._store.load(spark, table)
+    assert kept is not None and kept[1] == committed_version(spark, table) == 4
+    assert _new_ids(spark, restarted, range(850, 1000)) == {f"e{i}" for i in range(900, 1000)}
+
+    # A damaged run file: the keys are read from the table instead, and kept again.
+    first_run = folder / _manifest(folder)["runs"][0]["file"]
+    first_run.write_bytes(b"not an index")
+    with caplog.at_level(logging.DEBUG, logger="medallion"):
+        damaged = KnownKeys(table, ["event_id"], str(folder))
+        assert damaged._store.load(spark, table) is None
+        assert _new_ids(spark, damaged, range(850, 1000)) == {f"e{i}" for i in range(900, 1000)}
+    assert not first_run.exists()
+    assert KnownKeys(table, ["event_id"], str(folder))._store.load(spark, table) is not None
+
+
+def test_keys_that_another_writer_added_or_deleted_are_read_from_the_table(spark, tmp_path):
+    table = _table(spark, tmp_path, range(0, 100))
+    folder = tmp_path / "checkpoint" / "_medallion_keys" / "silver.keys"
+    known = KnownKeys(table, ["event_id"], str(folder))
+    _write(spark, known, table, range(100, 200), batch=0)
+
+    # Another job appends e200..e209 while the stream runs: the stream's next write notices
+    # it, and its next batch reads the keys again rather than take e200 for a new key.
+    append_batch(_batch(spark, range(200, 210)), table)
+    _write(spark, known, table, range(300, 310), batch=1)
+    assert known._index is None
+    assert _new_ids(spark, known, range(195, 215)) == {f"e{i}" for i in range(210, 215)}
+
+    # A DELETE (here of e0..e9) after the stream stopped: the kept index is not used, and the
+    # deleted keys are new again.
+    _write(spark, known, table, range(210, 220), batch=2)
+    assert KnownKeys(table, ["event_id"], str(folder))._store.load(spark, table) is not None
+    spark.sql(
+        f"DELETE FROM delta.`{table.path}` WHERE event_id IN {tuple(f'e{i}' for i in range(10))}"
+    )
+    restarted = KnownKeys(table, ["event_id"], str(folder))
+    assert restarted._store.load(spark, table) is None
+    assert _new_ids(spark, restarted, range(0, 12)) == {f"e{i}" for i in range(10)}
+
+    # The same stream's own write that was never recorded (a crash right after the append):
+    # the next process reads the table, which holds the write.
+    crashed = KnownKeys(table, ["event_id"], str(folder))
+    unseen, _ = crashed.new_rows(spark, _batch(spark, range(400, 410)))
+    append_batch(unseen.select("event_id"), table, txn=(APP, 3))
+    restarted = KnownKeys(table, ["event_id"], str(folder))
+    assert restarted._store.load(spark, table) is None
+    assert _new_ids(spark, restarted, range(405, 415)) == {f"e{i}" for i in range(410, 415)}
+
+
+def test_a_replaced_table_is_not_taken_for_the_one_the_index_was_kept_for(spark, tmp_path):
+    table = _table(spark, tmp_path, range(0, 50))
+    folder = tmp_path / "checkpoint" / "_medallion_keys" / "silver.keys"
+    known = KnownKeys(table, ["event_id"], str(folder))
+    _write(spark, known, table, range(50, 60), batch=0)
+    _write(spark, known, table, range(60, 70), batch=1)
+    assert _manifest(folder)["version"] == 2
+
+    # The folder is deleted and a new table written there, with as many versions as the
+    # index's and one more that only compacts it: only the table's id tells them apart.
+    shutil.rmtree(table.path)
+    _table(spark, tmp_path, range(1000, 1001))
+    for i in range(2):
+        append_batch(_batch(spark, range(2000 + i, 2001 + i)), table)
+    spark.sql(f"OPTIMIZE delta.`{table.path}`")
+    assert committed_version(spark, table) == 3
+    restarted = KnownKeys(table, ["event_id"], str(folder))
+    assert restarted._store.load(spark, table) is None
+    assert _new_ids(spark, restarted, range(0, 3)) == {"e0", "e1", "e2"}
+    assert len(restarted._index) == 3
