@@ -25,8 +25,9 @@ import time
 from peers.common import finish, session
 
 from medallion.config import TableRef
+from medallion.declarations import APPEND_ONLY
 from medallion.streams.sinks import append_batch
-from medallion.tables import PROPERTIES, create_delta_table
+from medallion.tables import create_delta_table
 
 
 def main() -> None:
@@ -41,7 +42,7 @@ def main() -> None:
     context = spark.sparkContext
     folder = tempfile.mkdtemp(prefix="medallion-tagged-writes-", dir=args.workdir)
     table = TableRef("bronze", "events", f"{folder}/table", "medallion.tagged_writes")
-    create_delta_table(spark, table, "id BIGINT, value STRING", PROPERTIES["bronze/events"])
+    create_delta_table(spark, table, "id BIGINT, value STRING", dict(APPEND_ONLY))
     rows = spark.range(args.rows).selectExpr("id", "CAST(id AS STRING) AS value").persist()
     rows.count()
     seconds: dict[str, list[float]] = {"untagged": [], "tagged": []}

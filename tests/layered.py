@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from medallion.config import Config
 from medallion.gaps import gaps_table_spec
 from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
-from medallion.streams.flows import FLOWS, LAYERS
+from medallion.streams.flows import LAYERS, all_flows
 from medallion.streams.sinks import Trigger
 from medallion.tables import ensure_tables
 
@@ -28,7 +28,7 @@ def run_layered(spark: SparkSession, config: Config) -> None:
             flow.start(spark, config, trigger, fused=())
             if flow.fuses
             else flow.start(spark, config, trigger)
-            for flow in FLOWS
+            for flow in all_flows()
             if flow.layer == layer
         ]
         for query in queries:

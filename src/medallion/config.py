@@ -209,22 +209,6 @@ class KafkaSourceOptions:
             raise ConfigError(f"no Kafka topic for dataset {dataset!r}") from None
 
 
-# Every table of the contract: key -> (layer, name).
-TABLES: dict[str, tuple[str, str]] = {
-    "bronze/events": ("bronze", "events"),
-    "silver/events": ("silver", "events"),
-    "silver/events_quarantine": ("silver", "events_quarantine"),
-    "gold/hourly_product_metrics": ("gold", "hourly_product_metrics"),
-    "gold/hourly_product_users": ("gold", "hourly_product_users"),
-    "bronze/customers": ("bronze", "customers"),
-    "silver/customers": ("silver", "customers"),
-    "silver/customer_tombstones": ("silver", "customer_tombstones"),
-    "silver/customers_quarantine": ("silver", "customers_quarantine"),
-    "gold/customer_changes": ("gold", "customer_changes"),
-    "gold/daily_revenue_by_country": ("gold", "daily_revenue_by_country"),
-}
-
-
 def _extra_columns(names: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
     """Validate the extra silver columns: identifiers, no duplicates, no silver column."""
     if isinstance(names, str):
@@ -329,12 +313,14 @@ class Config:
         return self.delta_source_overrides.get(stream_name, self.delta_source)
 
     def table(self, key: str) -> TableRef:
-        """The :class:`TableRef` of a contract table, for example ``table("silver/events")``."""
+        """The :class:`TableRef` of a declared table, for example ``table("silver/events")``."""
+        from medallion.pipelines import declared_table
+
         try:
-            layer, name = TABLES[key]
-        except KeyError:
-            known = ", ".join(sorted(TABLES))
-            raise ConfigError(f"unknown table {key!r}; known tables: {known}") from None
+            declared = declared_table(key)
+        except KeyError as error:
+            raise ConfigError(str(error.args[0])) from None
+        layer, name = declared.layer, declared.name
         flat_name = validate_identifier(f"{layer}_{name}", "table")
         if self.uses_unity_catalog:
             assert self.catalog is not None
@@ -362,8 +348,10 @@ class Config:
         )
 
     def tables(self) -> list[TableRef]:
-        """Every table of the contract, upstream first."""
-        return [self.table(key) for key in TABLES]
+        """Every declared table, upstream first."""
+        from medallion.pipelines import all_tables
+
+        return [self.table(key) for key in all_tables()]
 
     def landing_dir(self, dataset: str) -> str:
         """The landing folder of one input dataset (``events`` or ``customers``)."""

@@ -4,7 +4,7 @@ A task of the bundle's jobs (``resources/*.yml``) runs one notebook, and every n
 few calls into this module::
 
     params = notebook_params(globals())          # widgets on Databricks, variables elsewhere
-    report = run_task(params, layer="silver")    # the silver flows of FLOWS
+    report = run_task(params, layer="silver")    # the declared flows of layer silver
     print(report.render())
 
 Parameters are text, as widgets and job parameters are. :meth:`TaskParams.config` turns them
@@ -30,8 +30,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from medallion.config import Config, ConfigError, KafkaSourceOptions, quote_identifier
+from medallion.declarations import Landing
 from medallion.session import is_connect_session
-from medallion.streams.flows import FLOWS, Flow, fusion_head
+from medallion.streams.flows import Flow, all_flows, fusion_head
 from medallion.streams.runner import RunReport, TableSummary, run_available_now, run_streaming
 from medallion.tables import ensure_tables
 
@@ -187,7 +188,7 @@ def select_flows(layer: str | None, names: Sequence[str] = ()) -> tuple[Flow, ..
     every flow of ``layer``. A flow fused into another (silver_events into bronze_events) runs
     with it, in its layer's task (streams/fusion.py). Raises :class:`ConfigError` naming what
     is unknown."""
-    known = {f.name: f for f in FLOWS if fusion_head(f.name) is None}
+    known = {f.name: f for f in all_flows() if fusion_head(f.name) is None}
     if names:
         fused = {n: head.name for n in names if (head := fusion_head(n)) is not None}
         if fused:
@@ -205,7 +206,7 @@ def select_flows(layer: str | None, names: Sequence[str] = ()) -> tuple[Flow, ..
         raise ConfigError(f"name the flows to run (comma-separated): {', '.join(known)}")
     selected = tuple(f for f in known.values() if f.layer == layer)
     if not selected:
-        layers = sorted({f.layer for f in FLOWS})
+        layers = sorted({f.layer for f in all_flows()})
         raise ConfigError(f"no flows in layer {layer!r}; layers: {', '.join(layers)}")
     return selected
 
@@ -226,7 +227,7 @@ def volume_of(path: str) -> tuple[str, str, str] | None:
 
 def landing_datasets() -> list[str]:
     """The datasets some flow reads from landing files (``landing/<dataset>``)."""
-    return sorted({f.reads.split("/", 1)[1] for f in FLOWS if f.reads.startswith("landing/")})
+    return sorted({f.source.dataset for f in all_flows() if isinstance(f.source, Landing)})
 
 
 def prepare_storage(

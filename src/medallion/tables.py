@@ -1,4 +1,5 @@
-"""Table schemas and properties, and creating and registering the tables of a Config."""
+"""Creating, registering and reading the declared tables of a Config, and what their Delta
+logs tell without a Spark job."""
 
 from __future__ import annotations
 
@@ -16,96 +17,10 @@ from pyspark.sql import DataFrame, SparkSession
 from medallion.config import Config, TableRef, quote_identifier, sql_string
 from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
+from medallion.pipelines import declared_table
 from medallion.storage import delete_folder, folder_exists, list_names, read_text
 
 log = logging.getLogger(__name__)
-
-_BRONZE_EVENT_FIELDS = (
-    "event_id STRING, event_type STRING, user_id STRING, product_id STRING, category STRING, "
-    "revenue STRING, event_timestamp STRING"
-)
-_INGEST_METADATA = "_raw STRING, _source_file STRING, _ingested_at TIMESTAMP"
-# Where a record was read from Kafka; NULL for rows read from files, so both sources share a schema.
-KAFKA_METADATA = (
-    "_kafka_topic STRING, _kafka_partition INT, _kafka_offset BIGINT, _kafka_timestamp TIMESTAMP"
-)
-
-_BRONZE_CUSTOMER_FIELDS = (
-    "customer_id STRING, name STRING, email STRING, country STRING, segment STRING, "
-    "operation STRING, sequence_num STRING, updated_at STRING"
-)
-_CUSTOMER_STATE = (
-    "customer_id STRING NOT NULL, name STRING, email STRING, country STRING, segment STRING, "
-    "sequence_num BIGINT NOT NULL, updated_at TIMESTAMP, operation STRING, "
-    "_ingested_at TIMESTAMP, _source_file STRING"
-)
-
-SCHEMAS: dict[str, str] = {
-    "bronze/events": f"{_BRONZE_EVENT_FIELDS}, {_INGEST_METADATA}, {KAFKA_METADATA}",
-    "silver/events": (
-        "event_id STRING NOT NULL, event_type STRING NOT NULL, user_id STRING NOT NULL, "
-        "product_id STRING NOT NULL, category STRING, revenue DECIMAL(18,4), "
-        "event_timestamp TIMESTAMP NOT NULL, event_date DATE NOT NULL, "
-        "_ingested_at TIMESTAMP, _source_file STRING"
-    ),
-    "silver/events_quarantine": (
-        "event_id STRING, reason STRING NOT NULL, _raw STRING, _source_file STRING, "
-        "_ingested_at TIMESTAMP"
-    ),
-    "gold/hourly_product_metrics": (
-        "window_start TIMESTAMP NOT NULL, product_id STRING NOT NULL, window_end TIMESTAMP NOT NULL, "
-        "views BIGINT NOT NULL, add_to_carts BIGINT NOT NULL, purchases BIGINT NOT NULL, "
-        "revenue DECIMAL(28,4) NOT NULL, unique_users BIGINT NOT NULL"
-    ),
-    # The users counted in gold's unique_users: one row per (hour, product, user) ever seen.
-    "gold/hourly_product_users": (
-        "window_start TIMESTAMP NOT NULL, product_id STRING NOT NULL, user_id STRING NOT NULL, "
-        "event_date DATE NOT NULL"
-    ),
-    "bronze/customers": f"{_BRONZE_CUSTOMER_FIELDS}, {_INGEST_METADATA}, {KAFKA_METADATA}",
-    "silver/customers": _CUSTOMER_STATE,
-    "silver/customer_tombstones": (
-        "customer_id STRING NOT NULL, sequence_num BIGINT NOT NULL, updated_at TIMESTAMP, "
-        "_ingested_at TIMESTAMP"
-    ),
-    "silver/customers_quarantine": (
-        "customer_id STRING, reason STRING NOT NULL, _raw STRING, _source_file STRING, "
-        "_ingested_at TIMESTAMP"
-    ),
-    "gold/customer_changes": (
-        f"{_CUSTOMER_STATE}, _change_type STRING NOT NULL, _commit_version BIGINT NOT NULL, "
-        "_commit_timestamp TIMESTAMP NOT NULL"
-    ),
-    "gold/daily_revenue_by_country": (
-        "event_date DATE NOT NULL, country STRING NOT NULL, revenue DECIMAL(28,4) NOT NULL, "
-        "purchases BIGINT NOT NULL"
-    ),
-}
-
-# Streaming tables take many small commits: let Delta compact and size files as it writes
-# (where medallion does not compact them itself: medallion/compaction.py). A checkpoint of the
-# log every 100 commits rather than 10: writing one stalls the commit that triggers it, and a
-# stream commits to each of its tables every batch.
-_STREAMING_WRITE_PROPERTIES = {
-    "delta.autoOptimize.optimizeWrite": "true",
-    "delta.autoOptimize.autoCompact": "true",
-    "delta.checkpointInterval": "100",
-}
-
-PROPERTIES: dict[str, dict[str, str]] = {
-    "bronze/events": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
-    "silver/events": dict(_STREAMING_WRITE_PROPERTIES),
-    "silver/events_quarantine": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
-    "gold/hourly_product_metrics": dict(_STREAMING_WRITE_PROPERTIES),
-    "gold/hourly_product_users": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
-    "bronze/customers": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
-    "silver/customers": {**_STREAMING_WRITE_PROPERTIES, "delta.enableChangeDataFeed": "true"},
-    "silver/customer_tombstones": dict(_STREAMING_WRITE_PROPERTIES),
-    "silver/customers_quarantine": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
-    "gold/customer_changes": {**_STREAMING_WRITE_PROPERTIES, "delta.appendOnly": "true"},
-    "gold/daily_revenue_by_country": dict(_STREAMING_WRITE_PROPERTIES),
-}
-
 
 # A commit (``00000000000000000007.json``) or a checkpoint of one: what makes a folder a table.
 # Staged commits live in ``_delta_log/_staged_commits/`` and are not commits until published.
@@ -337,7 +252,8 @@ def create_delta_table(
 
 def create_table(spark: SparkSession, table: TableRef) -> None:
     """Create one contract table, with its schema and properties, if it does not exist."""
-    create_delta_table(spark, table, SCHEMAS[table.key], PROPERTIES.get(table.key, {}))
+    declared = declared_table(table.key)
+    create_delta_table(spark, table, declared.schema, dict(declared.properties))
 
 
 # What each local session has registered: application id -> {qualified name: location}. The

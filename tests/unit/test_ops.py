@@ -15,7 +15,7 @@ from pyspark.sql.types import DecimalType, StringType, StructField, StructType
 from medallion.config import Config, ConfigError
 from medallion.conflicts import is_write_conflict, retry_on_conflict
 from medallion.ops import checkpoints, monitor
-from medallion.ops.lineage import downstream, inputs, stream_readers, stream_source
+from medallion.ops.lineage import downstream, stream_readers
 from medallion.ops.maintain import interval_hours
 from medallion.ops.reset import plan_reset
 from medallion.ops.schema import SchemaCheck, compare, is_restartable_schema_change
@@ -24,9 +24,9 @@ from medallion.streams.flows import flow
 
 def test_lineage_is_read_from_the_flows():
     revenue = flow("gold_daily_revenue_by_country")
-    assert inputs(revenue) == ("silver/events", "silver/customers")
-    assert stream_source(revenue) == "silver/events"
-    assert stream_source(flow("gold_customer_changes")) == "silver/customers"
+    assert revenue.inputs == ("silver/events", "silver/customers")
+    assert revenue.source.key == "silver/events"
+    assert flow("gold_customer_changes").source.key == "silver/customers"
     assert [f.name for f in stream_readers("silver/events")] == [
         "gold_hourly_product_metrics",
         "gold_daily_revenue_by_country",

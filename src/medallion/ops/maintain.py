@@ -1,6 +1,6 @@
 """Table maintenance: compaction with Z-ordering, and a VACUUM that never breaks a stream.
 
-``maintain`` runs, per table, ``OPTIMIZE`` (Z-ordered on the keys of :data:`ZORDER_KEYS`) and
+``maintain`` runs, per table, ``OPTIMIZE`` (Z-ordered on the keys its declaration names) and
 then ``VACUUM ... RETAIN n HOURS``. Both are safe while the pipeline runs:
 
 - OPTIMIZE commits with ``dataChange=false``: streams reading the table skip those commits,
@@ -29,38 +29,18 @@ from datetime import datetime, timezone
 
 from pyspark.sql import SparkSession
 
-from medallion.config import TABLES, Config, ConfigError, TableRef
+from medallion.config import Config, ConfigError, TableRef
 from medallion.conflicts import is_write_conflict, retry_on_conflict
 from medallion.ops import checkpoints
 from medallion.ops.lineage import stream_readers
 from medallion.ops.monitor import PROGRESS_TABLE_KEY, progress_table
+from medallion.pipelines import all_tables
 from medallion.tables import history, table_exists
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RETENTION_HOURS = 168.0
 
-# Z-order keys per table: the columns readers filter and join on. Empty: bin-packing only.
-ZORDER_KEYS: dict[str, tuple[str, ...]] = {
-    # Append-only, read in commit order by silver's stream and by ingestion time by people.
-    "bronze/events": (),
-    # Read by date (dashboards, gold's rebuilds); the dedup anti-join looks up event_id.
-    "silver/events": ("event_date", "event_id"),
-    "silver/events_quarantine": (),
-    # The MERGE keys of gold, and how dashboards slice it (time range, then product).
-    "gold/hourly_product_metrics": ("window_start", "product_id"),
-    # Gold looks up a batch's keys among the dates it touches: files by date prune the rest.
-    "gold/hourly_product_users": ("event_date", "window_start", "product_id"),
-    "bronze/customers": (),
-    # MERGE key and the join key of the revenue enrichment.
-    "silver/customers": ("customer_id",),
-    "silver/customer_tombstones": ("customer_id",),
-    "silver/customers_quarantine": (),
-    # The audit trail is read per customer.
-    "gold/customer_changes": ("customer_id",),
-    "gold/daily_revenue_by_country": ("event_date", "country"),
-    PROGRESS_TABLE_KEY: (),
-}
 
 _INTERVAL_PART = re.compile(
     r"(-?\d+(?:\.\d+)?)\s*(weeks?|days?|hours?|minutes?|seconds?|milliseconds?|microseconds?)",
@@ -102,9 +82,15 @@ class TableMaintenance:
     notes: list[str] = field(default_factory=list)
 
 
+def zorder_keys(key: str) -> tuple[str, ...]:
+    """The columns a table is Z-ordered by: its declaration's (none for medallion's own)."""
+    declared = all_tables().get(key)
+    return declared.zorder if declared is not None else ()
+
+
 def maintained_tables(config: Config, only: Sequence[str] = ()) -> list[TableRef]:
     """The tables to maintain: ``only`` (keys), or every contract table and the progress table."""
-    known = [*TABLES, PROGRESS_TABLE_KEY]
+    known = [*all_tables(), PROGRESS_TABLE_KEY]
     for key in only:
         if key not in known:
             raise ConfigError(f"unknown table {key!r}; known tables: {', '.join(known)}")
@@ -158,7 +144,7 @@ class StreamLag:
 
 def stream_lags(spark: SparkSession, config: Config, table: TableRef) -> list[StreamLag]:
     """The position of every stream that reads ``table`` as a Delta source and has started."""
-    if table.key not in TABLES or not table_exists(spark, table):
+    if table.key not in all_tables() or not table_exists(spark, table):
         return []
     lags = []
     commits = None
@@ -226,7 +212,7 @@ def _check_checkpoints_outside(config: Config, tables: Sequence[TableRef]) -> No
 
 def optimize(spark: SparkSession, table: TableRef, attempts: int = 4) -> TableMaintenance:
     """Compact one table (Z-ordered on its keys); skipped when it has fewer than two files."""
-    keys = ZORDER_KEYS.get(table.key, ())
+    keys = zorder_keys(table.key)
     result = TableMaintenance(table.key, zorder=keys)
     result.files_before = int(_detail(spark, table)["numFiles"])
     if result.files_before < 2:
@@ -309,7 +295,7 @@ def maintain(
             result = optimize(spark, table)
         else:
             count = int(_detail(spark, table)["numFiles"])
-            result = TableMaintenance(table.key, count, count, ZORDER_KEYS.get(table.key, ()))
+            result = TableMaintenance(table.key, count, count, zorder_keys(table.key))
         if vacuum_retention_hours is not None:
             result.vacuumed_files = vacuum(spark, table, vacuum_retention_hours)
         results.append(result)

@@ -3,7 +3,7 @@ downstream, so that the next run rebuilds them from the layer above.
 
 Bronze keeps the full history of the input, so silver and gold can always be rebuilt. Bronze
 itself is rebuilt from the input that is still there: the landing folder, or what the topics
-still retain. What is downstream is derived from ``FLOWS`` (ops/lineage.py): a stream that
+still retain. What is downstream is derived from the declared flows (ops/lineage.py): a stream that
 writes a reset table is reset whole, with every table it writes, and so is every stream that
 reads a reset table. A reset holds the locks of every stream it deletes, so it is refused
 while a run of any of them is live (medallion/locks.py).

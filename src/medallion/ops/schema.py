@@ -20,7 +20,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType, StringType, StructType
 
 from medallion.config import TableRef
-from medallion.tables import SCHEMAS, read_table
+from medallion.pipelines import declared_table
+from medallion.tables import read_table
 
 # Delta's error classes of a streaming source whose schema changed in a way the stream can pick
 # up by restarting (a column added upstream); any other change repeats after a restart.
@@ -58,7 +59,7 @@ class SchemaCheck:
 
 def expected_schema(key: str, extra_columns: Sequence[str] = ()) -> StructType:
     """The schema the pipeline writes to a table: the contract's columns, then extras as STRING."""
-    schema = DataType.fromDDL(SCHEMAS[key])
+    schema = DataType.fromDDL(declared_table(key).schema)
     assert isinstance(schema, StructType)
     for name in extra_columns:
         schema = schema.add(name, StringType(), True)

@@ -24,10 +24,9 @@ from pyspark.sql import functions as F
 from medallion.config import Config, TableRef
 from medallion.gaps import describe_gap, gaps_table, recorded_gaps
 from medallion.ops import checkpoints
-from medallion.ops.lineage import stream_source
 from medallion.ops.maintain import stream_lags
 from medallion.ops.monitor import PROGRESS_TABLE_KEY, progress_table, read_progress
-from medallion.streams.flows import FLOWS, Flow, fusion_head
+from medallion.streams.flows import Flow, all_flows, fusion_head
 from medallion.tables import history, read_table, table_exists
 
 
@@ -79,7 +78,7 @@ def _last_progress(spark: SparkSession, config: Config) -> dict[str, dict[str, A
 
 
 def _lag(spark: SparkSession, config: Config, flow: Flow, landing: str | None) -> dict[str, Any]:
-    source = stream_source(flow)
+    source = flow.source.key
     checkpoint = config.checkpoint(flow.name)
     head = fusion_head(flow.name)
     if head is not None and not checkpoints.exists(checkpoint):
@@ -143,7 +142,7 @@ def lake_status(spark: SparkSession, config: Config, landing: str | None = None)
     return {
         "lake": config.lake,
         "tables": [table_status(spark, t) for t in tables],
-        "streams": [stream_status(spark, config, f, landing, progress) for f in FLOWS],
+        "streams": [stream_status(spark, config, f, landing, progress) for f in all_flows()],
         "data_gaps": len(gaps),
         "gaps_table": gaps_table(config).key,
         "latest_gaps": [describe_gap(gap) for gap in gaps[-5:]],

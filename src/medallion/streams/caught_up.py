@@ -11,7 +11,6 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Config
 from medallion.ops import checkpoints
-from medallion.ops.lineage import stream_source
 from medallion.streams.flows import Flow, fusion_head
 from medallion.tables import checksum, committed_version
 
@@ -24,7 +23,7 @@ def has_read_everything(spark: SparkSession, config: Config, flow: Flow) -> bool
     batch planned but not committed, a checkpoint or log not readable from here, a table with
     no checksum file. Such a flow simply runs.
     """
-    source = stream_source(flow)
+    source = flow.source.key
     if source.startswith("landing/") or flow.fuses or fusion_head(flow.name) is not None:
         return False
     checkpoint = config.checkpoint(flow.name)

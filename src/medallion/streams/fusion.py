@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from medallion.config import Config
 from medallion.errors import PipelineError
 from medallion.storage import delete_folder, folder_exists, list_names, write_text
-from medallion.streams.flows import FLOWS, Flow, fusion_head
+from medallion.streams.flows import Flow, fusion_head
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class Fusion:
     catching_up: tuple[str, ...]
 
 
-def is_member(flow: Flow, flows: Sequence[Flow] = FLOWS) -> bool:
+def is_member(flow: Flow, flows: Sequence[Flow] | None = None) -> bool:
     """True when another flow's batches carry out this flow's work."""
     return fusion_head(flow.name, flows) is not None
 

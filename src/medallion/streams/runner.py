@@ -20,7 +20,6 @@ from medallion.conflicts import is_concurrent_metadata_change
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
-from medallion.ops.lineage import inputs
 from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, monitored, progress_table
 from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_in
 from medallion.parallel import in_parallel
@@ -30,7 +29,7 @@ from medallion.streams import fusion
 from medallion.streams.caught_up import has_read_everything
 from medallion.streams.checkpoints import lost_checkpoint, replaced_landing_files
 from medallion.streams.events import STAGE_CLOCK
-from medallion.streams.flows import FLOWS, Flow, fusion_head
+from medallion.streams.flows import Flow, all_flows, fusion_head
 from medallion.streams.flows import flow as _flow
 from medallion.streams.kafka_gaps import kafka_data_loss_hint, record_kafka_gaps
 from medallion.streams.missing_files import (
@@ -216,27 +215,22 @@ def _summarize(
         result.total_rows = row_count(spark, config.table(key))
         return result
 
+    flows = all_flows()
     report.tables = in_parallel(
-        summary, [(flow, key) for flow in FLOWS for key in flow.writes], "summary"
+        summary, [(flow, key) for flow in flows for key in flow.writes], "summary"
     )
-    for flow in FLOWS:
+    written = {key for flow in flows for key in flow.writes}
+    for flow in flows:
         # A flow's input counts once, against its main table, not its side outputs. A flow
         # its head carried read what the flow before it wrote in this run.
         main = report.table(flow.writes[0])
         if flow.name in rows_in:
             main.rows_in = rows_in[flow.name]
-        elif fusion_head(flow.name) is not None and flow.reads in _WRITTEN_BY_KEY:
-            main.rows_in = report.table(flow.reads).rows_out
-    for main, quarantine in (
-        ("silver/events", "silver/events_quarantine"),
-        ("silver/customers", "silver/customers_quarantine"),
-    ):
-        report.table(main).quarantined = report.table(quarantine).rows_out
+        elif fusion_head(flow.name) is not None and flow.source.key in written:
+            main.rows_in = report.table(flow.source.key).rows_out
+        for quarantine in (t for t in flow.outputs if t.quarantine):
+            main.quarantined = report.table(quarantine.key).rows_out
     return report
-
-
-# Table keys a flow reads as a plain key (not a landing folder or a join): its stream source.
-_WRITTEN_BY_KEY = {key for flow in FLOWS for key in flow.writes}
 
 
 def _prepare(spark: SparkSession, config: Config, register_names: bool) -> None:
@@ -353,7 +347,7 @@ def _runnable(
 def run_available_now(
     spark: SparkSession,
     config: Config,
-    flows: tuple[Flow, ...] = FLOWS,
+    flows: Sequence[Flow] | None = None,
     register_names: bool = True,
 ) -> RunReport:
     """Process everything that has landed, each flow after those it reads from, and return the
@@ -362,6 +356,7 @@ def run_available_now(
 
     The run holds its streams' locks: a second writer of any of them is refused.
     """
+    flows = all_flows() if flows is None else tuple(flows)
     with _locks(config, flows, "available now"):
         return _run_available_now(spark, config, flows, register_names)
 
@@ -409,7 +404,7 @@ def _dependencies(flows: Sequence[Flow], fusions: dict[str, fusion.Fusion]) -> d
         for name in (flow.name, *carried):
             writer.update(dict.fromkeys(_flow(name).writes, flow.name))
     return {
-        f.name: {writer[key] for key in inputs(f) if writer.get(key, f.name) != f.name}
+        f.name: {writer[key] for key in f.inputs if writer.get(key, f.name) != f.name}
         for f in flows
     }
 
@@ -529,7 +524,7 @@ def run_streaming(
     spark: SparkSession,
     config: Config,
     stop: threading.Event,
-    flows: tuple[Flow, ...] = FLOWS,
+    flows: Sequence[Flow] | None = None,
     register_names: bool = True,
 ) -> RunReport:
     """Run every flow with processing-time triggers until ``stop`` is set, then stop cleanly.
@@ -538,6 +533,7 @@ def run_streaming(
     raises :class:`PipelineError`. The run holds its streams' locks until it ends.
     ``register_names`` as for :func:`run_available_now`.
     """
+    flows = all_flows() if flows is None else tuple(flows)
     with _locks(config, flows, "stream"):
         return _run_streaming(spark, config, stop, flows, register_names)
 

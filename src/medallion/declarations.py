@@ -1,0 +1,141 @@
+"""What a pipeline is made of, declared once: its tables, its flows, and the pipeline itself.
+
+Everything generic (creating and registering tables, running flows, maintenance, status,
+reset, lineage) reads these declarations; a pipeline's package (``medallion/pipelines/<name>``)
+holds the only place each of its tables and flows is described.
+
+>>> events = Table("bronze", "events", "value STRING")
+>>> events.key
+'bronze/events'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from medallion.config import validate_identifier
+
+LAYERS = ("bronze", "silver", "gold")
+
+# Columns bronze adds to every input line.
+INGEST_METADATA = "_raw STRING, _source_file STRING, _ingested_at TIMESTAMP"
+# Where a record was read from Kafka; NULL for rows read from files, so both sources share a schema.
+KAFKA_METADATA = (
+    "_kafka_topic STRING, _kafka_partition INT, _kafka_offset BIGINT, _kafka_timestamp TIMESTAMP"
+)
+
+# Streaming tables take many small commits: let Delta compact and size files as it writes
+# (where medallion does not compact them itself: medallion/compaction.py). A checkpoint of the
+# log every 100 commits rather than 10: writing one stalls the commit that triggers it, and a
+# stream commits to each of its tables every batch.
+STREAMING_TABLE_PROPERTIES: Mapping[str, str] = MappingProxyType(
+    {
+        "delta.autoOptimize.optimizeWrite": "true",
+        "delta.autoOptimize.autoCompact": "true",
+        "delta.checkpointInterval": "100",
+    }
+)
+APPEND_ONLY = MappingProxyType({**STREAMING_TABLE_PROPERTIES, "delta.appendOnly": "true"})
+
+
+@dataclass(frozen=True)
+class Table:
+    """One Delta table: where it sits (``layer``/``name``), its schema (DDL), its table
+    properties, the columns OPTIMIZE Z-orders it by (empty: bin-packing only), and whether it
+    is a quarantine."""
+
+    layer: str
+    name: str
+    schema: str
+    properties: Mapping[str, str] = field(
+        default_factory=lambda: STREAMING_TABLE_PROPERTIES, hash=False
+    )
+    zorder: tuple[str, ...] = ()
+    # Where its flow puts the records it refuses, with a reason (counted in a run's summary).
+    quarantine: bool = False
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.name, "table name")
+        if self.layer not in LAYERS:
+            raise ValueError(f"table {self.name!r}: unknown layer {self.layer!r}")
+
+    @property
+    def key(self) -> str:
+        """The table's key, for example ``silver/events``."""
+        return f"{self.layer}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Landing:
+    """Input records of one dataset: files under ``<landing>/<dataset>/`` or a Kafka topic."""
+
+    dataset: str
+
+    @property
+    def key(self) -> str:
+        return f"landing/{self.dataset}"
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One named stream: its query name (also its checkpoint folder), layer, what it reads as a
+    stream (``source``) and as static tables (``joins``), the tables it writes, and how it
+    starts.
+
+    ``change_feed`` says the source is read through its change data feed. ``fuses`` names the
+    flows downstream of it whose work its batches carry out too, in order
+    (streams/fusion.py): those flows run as streams of their own only while they catch up.
+    ``min_interval_seconds`` is the shortest trigger interval it takes when streaming: a flow
+    whose freshness matters less than the CPU it would take from the others polls less often.
+    """
+
+    name: str
+    layer: str
+    source: Table | Landing
+    outputs: tuple[Table, ...]
+    start: Callable[..., object]
+    joins: tuple[Table, ...] = ()
+    change_feed: bool = False
+    fuses: tuple[str, ...] = ()
+    min_interval_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.name, "stream name")
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The keys it reads: its source first (``landing/<dataset>`` for input records)."""
+        return (self.source.key, *(t.key for t in self.joins))
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """The keys of the tables it writes."""
+        return tuple(t.key for t in self.outputs)
+
+    @property
+    def reads(self) -> str:
+        """What it reads, for people: ``silver/events + silver/customers``."""
+        feed = " (change data feed)" if self.change_feed else ""
+        return " + ".join((f"{self.source.key}{feed}", *(t.key for t in self.joins)))
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A named set of tables and the flows that write them."""
+
+    name: str
+    tables: tuple[Table, ...]
+    flows: tuple[Flow, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.name, "pipeline name")
+        declared = {t.key for t in self.tables}
+        for flow in self.flows:
+            undeclared = set(flow.writes) - declared
+            if undeclared:
+                raise ValueError(
+                    f"flow {flow.name!r} of pipeline {self.name!r} writes undeclared tables "
+                    f"{', '.join(sorted(undeclared))}"
+                )

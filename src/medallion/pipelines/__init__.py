@@ -1,0 +1,67 @@
+"""The pipelines medallion runs, found by registration: each package under
+``medallion/pipelines/`` declares one and calls :func:`register` when it is imported.
+
+Lookups import the packages the first time they are needed, never at import time, so the
+engine's modules and the pipelines' may import each other's names freely.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from medallion.declarations import Flow, Pipeline, Table
+
+_REGISTERED: dict[str, Pipeline] = {}
+_discovered = False
+
+
+def register(pipeline: Pipeline) -> Pipeline:
+    """Add ``pipeline`` to those medallion runs; its table keys and flow names must be new."""
+    if pipeline.name in _REGISTERED:
+        if _REGISTERED[pipeline.name] is pipeline:
+            return pipeline
+        raise ValueError(f"a pipeline named {pipeline.name!r} is registered already")
+    tables = {t.key for p in _REGISTERED.values() for t in p.tables}
+    flows = {f.name for p in _REGISTERED.values() for f in p.flows}
+    for table in pipeline.tables:
+        if table.key in tables:
+            raise ValueError(f"pipeline {pipeline.name!r}: table {table.key} is declared already")
+    for flow in pipeline.flows:
+        if flow.name in flows:
+            raise ValueError(f"pipeline {pipeline.name!r}: flow {flow.name} is declared already")
+    _REGISTERED[pipeline.name] = pipeline
+    return pipeline
+
+
+def _discover() -> None:
+    global _discovered
+    if not _discovered:
+        _discovered = True
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+def pipelines() -> list[Pipeline]:
+    """Every registered pipeline."""
+    _discover()
+    return list(_REGISTERED.values())
+
+
+def all_tables() -> dict[str, Table]:
+    """Every declared table by key, each pipeline's in its declared order (upstream first)."""
+    return {t.key: t for p in pipelines() for t in p.tables}
+
+
+def all_flows() -> tuple[Flow, ...]:
+    """Every declared flow, each pipeline's in its declared order (upstream first)."""
+    return tuple(f for p in pipelines() for f in p.flows)
+
+
+def declared_table(key: str) -> Table:
+    """The declaration of the table ``key``; :class:`KeyError` names the known ones."""
+    tables = all_tables()
+    try:
+        return tables[key]
+    except KeyError:
+        raise KeyError(f"unknown table {key!r}; known tables: {', '.join(tables)}") from None

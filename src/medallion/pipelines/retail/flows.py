@@ -1,0 +1,129 @@
+"""The retail flows: what each stream reads and writes, and how it starts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from medallion.config import Config
+from medallion.declarations import Flow, Landing
+from medallion.errors import PipelineError
+from medallion.pipelines.retail import tables as t
+from medallion.streams import customers
+from medallion.streams.events import (
+    STAGE_STREAMS,
+    STAGES,
+    events_batch,
+    gold_hourly_batch,
+    lost_users_refusal,
+    silver_events_batch,
+)
+from medallion.streams.sinks import Trigger, start_delta_foreach_batch, start_foreach_batch
+from medallion.streams.sources import input_lines
+from medallion.streams.upgrade import backfill_hourly_users
+
+
+def start_events(
+    spark: SparkSession,
+    config: Config,
+    trigger: Trigger,
+    fused: Sequence[str] = (STAGE_STREAMS["silver"], STAGE_STREAMS["gold"]),
+) -> StreamingQuery:
+    """Start ``bronze_events``: the input lines (landing files or the events topic) through
+    bronze, and through the stages of the ``fused`` flows (all of them unless some catch up)."""
+    name = STAGE_STREAMS["bronze"]
+    stages = ("bronze", *(s for s in STAGES[1:] if STAGE_STREAMS[s] in fused))
+    if "gold" in stages and (refusal := lost_users_refusal(spark, config)):
+        raise PipelineError(refusal)
+    checkpoint = config.checkpoint(name)
+    return start_foreach_batch(
+        input_lines(spark, config, "events"),
+        events_batch(config, checkpoint, stages),
+        checkpoint,
+        trigger,
+        name,
+    )
+
+
+def _start_silver_events(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    return start_delta_foreach_batch(
+        spark, config, trigger, "silver_events", t.BRONZE_EVENTS.key, silver_events_batch
+    )
+
+
+def _start_gold_hourly(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    backfill_hourly_users(spark, config)
+    return start_delta_foreach_batch(
+        spark,
+        config,
+        trigger,
+        "gold_hourly_product_metrics",
+        t.SILVER_EVENTS.key,
+        gold_hourly_batch,
+    )
+
+
+EVENT_FLOWS: tuple[Flow, ...] = (
+    Flow(
+        "bronze_events",
+        "bronze",
+        Landing("events"),
+        (t.BRONZE_EVENTS,),
+        start_events,
+        fuses=("silver_events", "gold_hourly_product_metrics"),
+    ),
+    Flow(
+        "silver_events",
+        "silver",
+        t.BRONZE_EVENTS,
+        (t.SILVER_EVENTS, t.EVENTS_QUARANTINE),
+        _start_silver_events,
+    ),
+    Flow(
+        "gold_hourly_product_metrics",
+        "gold",
+        t.SILVER_EVENTS,
+        (t.HOURLY_PRODUCT_METRICS, t.HOURLY_PRODUCT_USERS),
+        _start_gold_hourly,
+    ),
+)
+
+CUSTOMER_FLOWS: tuple[Flow, ...] = (
+    Flow(
+        "bronze_customers",
+        "bronze",
+        Landing("customers"),
+        (t.BRONZE_CUSTOMERS,),
+        customers.start_bronze_customers,
+    ),
+    Flow(
+        "silver_customers",
+        "silver",
+        t.BRONZE_CUSTOMERS,
+        (t.SILVER_CUSTOMERS, t.CUSTOMER_TOMBSTONES, t.CUSTOMERS_QUARANTINE),
+        customers.start_silver_customers,
+    ),
+    Flow(
+        "gold_customer_changes",
+        "gold",
+        t.SILVER_CUSTOMERS,
+        (t.CUSTOMER_CHANGES,),
+        customers.start_gold_customer_changes,
+        change_feed=True,
+    ),
+    Flow(
+        "gold_daily_revenue_by_country",
+        "gold",
+        t.SILVER_EVENTS,
+        (t.DAILY_REVENUE_BY_COUNTRY,),
+        customers.start_gold_revenue,
+        joins=(t.SILVER_CUSTOMERS,),
+        # A daily total per country: refreshed every 10 s while streaming, so that its MERGE
+        # does not run after every batch of events and take their cores.
+        min_interval_seconds=10.0,
+    ),
+)
+
+FLOWS = (*EVENT_FLOWS, *CUSTOMER_FLOWS)

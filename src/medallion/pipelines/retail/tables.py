@@ -1,0 +1,125 @@
+"""The retail tables: clickstream events and customer changes, bronze to gold.
+
+Each table is declared here once: its schema, its properties and the columns OPTIMIZE
+Z-orders it by (the columns readers filter and join on; docs/operations.md).
+"""
+
+from __future__ import annotations
+
+from medallion.declarations import (
+    APPEND_ONLY,
+    INGEST_METADATA,
+    KAFKA_METADATA,
+    STREAMING_TABLE_PROPERTIES,
+    Table,
+)
+
+_BRONZE_EVENT_FIELDS = (
+    "event_id STRING, event_type STRING, user_id STRING, product_id STRING, category STRING, "
+    "revenue STRING, event_timestamp STRING"
+)
+_BRONZE_CUSTOMER_FIELDS = (
+    "customer_id STRING, name STRING, email STRING, country STRING, segment STRING, "
+    "operation STRING, sequence_num STRING, updated_at STRING"
+)
+_CUSTOMER_STATE = (
+    "customer_id STRING NOT NULL, name STRING, email STRING, country STRING, segment STRING, "
+    "sequence_num BIGINT NOT NULL, updated_at TIMESTAMP, operation STRING, "
+    "_ingested_at TIMESTAMP, _source_file STRING"
+)
+_QUARANTINE = "reason STRING NOT NULL, _raw STRING, _source_file STRING, _ingested_at TIMESTAMP"
+
+# Append-only, read in commit order by silver's stream and by ingestion time by people.
+BRONZE_EVENTS = Table(
+    "bronze", "events", f"{_BRONZE_EVENT_FIELDS}, {INGEST_METADATA}, {KAFKA_METADATA}", APPEND_ONLY
+)
+SILVER_EVENTS = Table(
+    "silver",
+    "events",
+    "event_id STRING NOT NULL, event_type STRING NOT NULL, user_id STRING NOT NULL, "
+    "product_id STRING NOT NULL, category STRING, revenue DECIMAL(18,4), "
+    "event_timestamp TIMESTAMP NOT NULL, event_date DATE NOT NULL, "
+    "_ingested_at TIMESTAMP, _source_file STRING",
+    # Read by date (dashboards, gold's rebuilds) and looked up by event_id.
+    zorder=("event_date", "event_id"),
+)
+EVENTS_QUARANTINE = Table(
+    "silver", "events_quarantine", f"event_id STRING, {_QUARANTINE}", APPEND_ONLY, quarantine=True
+)
+HOURLY_PRODUCT_METRICS = Table(
+    "gold",
+    "hourly_product_metrics",
+    "window_start TIMESTAMP NOT NULL, product_id STRING NOT NULL, window_end TIMESTAMP NOT NULL, "
+    "views BIGINT NOT NULL, add_to_carts BIGINT NOT NULL, purchases BIGINT NOT NULL, "
+    "revenue DECIMAL(28,4) NOT NULL, unique_users BIGINT NOT NULL",
+    # The MERGE keys of gold, and how dashboards slice it (time range, then product).
+    zorder=("window_start", "product_id"),
+)
+# The users counted in gold's unique_users: one row per (hour, product, user) ever seen.
+HOURLY_PRODUCT_USERS = Table(
+    "gold",
+    "hourly_product_users",
+    "window_start TIMESTAMP NOT NULL, product_id STRING NOT NULL, user_id STRING NOT NULL, "
+    "event_date DATE NOT NULL",
+    APPEND_ONLY,
+    # Files by date prune a lookup of a batch's keys among the dates it touches.
+    zorder=("event_date", "window_start", "product_id"),
+)
+BRONZE_CUSTOMERS = Table(
+    "bronze",
+    "customers",
+    f"{_BRONZE_CUSTOMER_FIELDS}, {INGEST_METADATA}, {KAFKA_METADATA}",
+    APPEND_ONLY,
+)
+SILVER_CUSTOMERS = Table(
+    "silver",
+    "customers",
+    _CUSTOMER_STATE,
+    {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"},
+    # The MERGE key, and the join key of the revenue enrichment.
+    zorder=("customer_id",),
+)
+CUSTOMER_TOMBSTONES = Table(
+    "silver",
+    "customer_tombstones",
+    "customer_id STRING NOT NULL, sequence_num BIGINT NOT NULL, updated_at TIMESTAMP, "
+    "_ingested_at TIMESTAMP",
+    zorder=("customer_id",),
+)
+CUSTOMERS_QUARANTINE = Table(
+    "silver",
+    "customers_quarantine",
+    f"customer_id STRING, {_QUARANTINE}",
+    APPEND_ONLY,
+    quarantine=True,
+)
+CUSTOMER_CHANGES = Table(
+    "gold",
+    "customer_changes",
+    f"{_CUSTOMER_STATE}, _change_type STRING NOT NULL, _commit_version BIGINT NOT NULL, "
+    "_commit_timestamp TIMESTAMP NOT NULL",
+    APPEND_ONLY,
+    # The audit trail is read per customer.
+    zorder=("customer_id",),
+)
+DAILY_REVENUE_BY_COUNTRY = Table(
+    "gold",
+    "daily_revenue_by_country",
+    "event_date DATE NOT NULL, country STRING NOT NULL, revenue DECIMAL(28,4) NOT NULL, "
+    "purchases BIGINT NOT NULL",
+    zorder=("event_date", "country"),
+)
+
+TABLES = (
+    BRONZE_EVENTS,
+    SILVER_EVENTS,
+    EVENTS_QUARANTINE,
+    HOURLY_PRODUCT_METRICS,
+    HOURLY_PRODUCT_USERS,
+    BRONZE_CUSTOMERS,
+    SILVER_CUSTOMERS,
+    CUSTOMER_TOMBSTONES,
+    CUSTOMERS_QUARANTINE,
+    CUSTOMER_CHANGES,
+    DAILY_REVENUE_BY_COUNTRY,
+)

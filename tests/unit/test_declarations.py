@@ -1,0 +1,69 @@
+"""Pipelines are declarations: each table and flow is described once, and the registry refuses
+declarations that would collide or that name tables nobody declared."""
+
+from __future__ import annotations
+
+import pytest
+
+from medallion.config import Config
+from medallion.declarations import Flow, Landing, Pipeline, Table
+from medallion.pipelines import all_flows, all_tables, pipelines, register
+
+
+def _start(*_args: object) -> None:
+    return None
+
+
+def test_retail_is_found_by_registration_with_every_table_and_flow():
+    assert [p.name for p in pipelines()] == ["retail"]
+    tables = all_tables()
+    assert list(tables)[:2] == ["bronze/events", "silver/events"]
+    assert len(tables) == 11
+    # Every table a flow writes or reads is declared, and has exactly one writer.
+    writers = [key for f in all_flows() for key in f.writes]
+    assert sorted(writers) == sorted(tables)
+    assert {key for f in all_flows() for key in f.inputs if not key.startswith("landing/")} <= set(
+        tables
+    )
+    # Where a table lives comes from its declaration and the Config alone.
+    config = Config(landing="/tmp/landing", lake="/tmp/lake")
+    assert config.table("silver/events_quarantine").path == "/tmp/lake/silver/events_quarantine"
+    assert tables["silver/events_quarantine"].quarantine
+    assert tables["silver/events"].zorder == ("event_date", "event_id")
+
+
+def test_a_flow_reads_and_writes_tables_not_prose():
+    revenue = next(f for f in all_flows() if f.name == "gold_daily_revenue_by_country")
+    assert revenue.reads == "silver/events + silver/customers"
+    changes = next(f for f in all_flows() if f.name == "gold_customer_changes")
+    assert changes.reads == "silver/customers (change data feed)"
+    assert changes.inputs == ("silver/customers",)
+
+
+def test_the_registry_refuses_collisions_and_undeclared_tables():
+    readings = Table("bronze", "readings", "value STRING")
+    with pytest.raises(ValueError, match="writes undeclared tables bronze/other"):
+        Pipeline(
+            "iot",
+            (readings,),
+            (
+                Flow(
+                    "bronze_other",
+                    "bronze",
+                    Landing("r"),
+                    (Table("bronze", "other", "v INT"),),
+                    _start,
+                ),
+            ),
+        )
+    clash = Pipeline("clash", (Table("bronze", "events", "value STRING"),))
+    with pytest.raises(ValueError, match="table bronze/events is declared already"):
+        register(clash)
+    clash_flow = Pipeline(
+        "clash", (readings,), (Flow("bronze_events", "bronze", Landing("r"), (readings,), _start),)
+    )
+    with pytest.raises(ValueError, match="flow bronze_events is declared already"):
+        register(clash_flow)
+    assert [p.name for p in pipelines()] == ["retail"]
+    with pytest.raises(ValueError, match="unknown layer"):
+        Table("platinum", "x", "v INT")
