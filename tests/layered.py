@@ -11,13 +11,15 @@ from pyspark.sql import SparkSession
 from medallion.config import Config
 from medallion.gaps import gaps_table_spec
 from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
-from medallion.streams.flows import LAYERS, all_flows
+from medallion.pipelines.retail.flows import FLOWS
+from medallion.streams.flows import LAYERS
 from medallion.streams.sinks import Trigger
 from medallion.tables import ensure_tables
 
 
 def run_layered(spark: SparkSession, config: Config) -> None:
-    """One available-now run of every flow on its own, layer by layer."""
+    """One available-now run of every retail flow on its own, layer by layer."""
+    config = config.with_options(pipelines=("retail",))
     progress = (progress_table(config), PROGRESS_SCHEMA, PROGRESS_PROPERTIES)
     ensure_tables(spark, config, more=[progress, gaps_table_spec(config)])
     for dataset in ("events", "customers"):
@@ -28,7 +30,7 @@ def run_layered(spark: SparkSession, config: Config) -> None:
             flow.start(spark, config, trigger, fused=())
             if flow.fuses
             else flow.start(spark, config, trigger)
-            for flow in all_flows()
+            for flow in FLOWS
             if flow.layer == layer
         ]
         for query in queries:

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 
 from medallion.config import Config, ConfigError, DeltaSourceOptions, KafkaSourceOptions
+from medallion.ops.cli import add_pipeline_argument
 
 log = logging.getLogger("medallion")
 
@@ -135,8 +136,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     gen = sub.add_parser("generate", help="write synthetic input files with faults")
     gen.add_argument("--landing", required=True)
-    gen.add_argument("--events", type=_positive_int, default=1000)
-    gen.add_argument("--customers", type=_positive_int, default=200)
+    gen.add_argument(
+        "--events",
+        type=_positive_int,
+        default=1000,
+        help="records of each pipeline's main dataset (retail: events; default 1000)",
+    )
+    gen.add_argument(
+        "--customers", type=_positive_int, default=200, help="retail's customer changes"
+    )
+    add_pipeline_argument(gen, default="every pipeline with a generator")
     gen.add_argument("--files", type=_positive_int, default=4)
     gen.add_argument("--seed", type=int, default=42)
     gen.add_argument("--duplicate-rate", type=float, default=0.05)
@@ -183,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         "remains instead of stopping, and record the lost offsets in <lake>/_system/data_gaps",
     )
     _add_delta_source(run)
+    add_pipeline_argument(run, default="every pipeline with input")
     run.add_argument(
         "--carry-column",
         action="append",
@@ -206,18 +216,20 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--lake", required=True)
     show.add_argument("--layer", choices=("bronze", "silver", "gold"), default="gold")
     show.add_argument("--rows", type=int, default=20)
+    add_pipeline_argument(show)
 
     from medallion.bundle.jobs import add_job_parser
 
     add_job_parser(sub)  # medallion job list | run: the bundle's jobs (docs/bundle.md)
     from medallion.ops.cli import add_ops_parsers
 
-    add_ops_parsers(sub)  # medallion maintain | status | reset (docs/operations.md)
+    add_ops_parsers(sub)  # maintain | status | reset | pipelines (docs/operations.md)
     return parser
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from medallion.generate import FaultRates, generate
+    from medallion.generate import FaultRates
+    from medallion.pipelines import generate_input
 
     faults = FaultRates(
         duplicate=args.duplicate_rate,
@@ -227,11 +239,20 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     )
     from medallion.bundle.workspace import generate_to_volume, needs_files_api
 
-    if needs_files_api(args.landing):  # a Unity Catalog volume, from off Databricks: the SDK
-        sizes = {"events": args.events, "customers": args.customers, "files": args.files}
-        written = generate_to_volume(None, args.landing, **sizes, seed=args.seed, faults=faults)
-    else:
-        written = generate(args.landing, args.events, args.customers, args.files, args.seed, faults)
+    options = {
+        "records": args.events,
+        "customers": args.customers,
+        "files": args.files,
+        "seed": args.seed,
+        "faults": faults,
+    }
+    try:
+        if needs_files_api(args.landing):  # a Unity Catalog volume, from off Databricks
+            written = generate_to_volume(None, args.landing, args.pipeline, **options)
+        else:
+            written = generate_input(args.landing, args.pipeline, **options)
+    except KeyError as error:
+        raise ConfigError(str(error.args[0])) from None
     for dataset, paths in written.items():
         print(f"{dataset}: {len(paths)} files in {args.landing}/{dataset}")
     return 0
@@ -270,7 +291,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ),
         delta_source=delta_source_options_from_args(args),
         extra_event_columns=tuple(args.carry_column),
+        pipelines=tuple(args.pipeline),
     )
+    config.declared_pipelines()  # an unknown name is an error before Spark starts
     stop = threading.Event()
     if args.stream:
         _install_stop_handlers(stop)
@@ -309,7 +332,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from medallion.session import get_spark
     from medallion.tables import read_table, table_exists
 
-    config = Config(landing=os.path.abspath(args.lake), lake=os.path.abspath(args.lake))
+    lake = os.path.abspath(args.lake)
+    config = Config(landing=lake, lake=lake, pipelines=tuple(args.pipeline))
+    config.declared_pipelines()
     spark = get_spark()
     for table in config.tables():
         if table.layer != args.layer or not table_exists(spark, table):

@@ -11,7 +11,10 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from medallion.declarations import Flow, Pipeline
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
@@ -202,11 +205,11 @@ class KafkaSourceOptions:
             raise ConfigError("the Kafka secret scope must not be empty")
 
     def topic(self, dataset: str) -> str:
-        """The topic a dataset (``events`` or ``customers``) is read from."""
-        try:
-            return {"events": self.events_topic, "customers": self.customers_topic}[dataset]
-        except KeyError:
-            raise ConfigError(f"no Kafka topic for dataset {dataset!r}") from None
+        """The topic a dataset is read from: ``events_topic`` and ``customers_topic`` for
+        retail's two, the dataset's own name for any other."""
+        return {"events": self.events_topic, "customers": self.customers_topic}.get(
+            dataset, validate_identifier(dataset, "dataset")
+        )
 
 
 def _extra_columns(names: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
@@ -272,6 +275,8 @@ class Config:
     # Extra input fields carried into silver/events as STRING columns (opt-in schema
     # evolution, docs/operations.md); each a plain identifier, not a silver column.
     extra_event_columns: tuple[str, ...] = ()
+    # The pipelines this deployment covers (medallion/pipelines); empty: every registered one.
+    pipelines: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.catalog is not None:
@@ -298,6 +303,9 @@ class Config:
         if not self.max_stream_downtime_hours > 0:
             raise ConfigError("the maximum stream downtime must be positive (hours)")
         object.__setattr__(self, "extra_event_columns", _extra_columns(self.extra_event_columns))
+        names = (self.pipelines,) if isinstance(self.pipelines, str) else self.pipelines
+        names = tuple(validate_identifier(n, "pipeline name") for n in names)
+        object.__setattr__(self, "pipelines", tuple(dict.fromkeys(names)))
 
     @property
     def uses_unity_catalog(self) -> bool:
@@ -347,11 +355,22 @@ class Config:
             quote_identifier(self.schema, flat_name),
         )
 
-    def tables(self) -> list[TableRef]:
-        """Every declared table, upstream first."""
-        from medallion.pipelines import all_tables
+    def declared_pipelines(self) -> list[Pipeline]:
+        """The pipelines this Config covers; :class:`ConfigError` for an unknown name."""
+        from medallion.pipelines import pipelines
 
-        return [self.table(key) for key in all_tables()]
+        try:
+            return pipelines(self.pipelines)
+        except KeyError as error:
+            raise ConfigError(str(error.args[0])) from None
+
+    def tables(self) -> list[TableRef]:
+        """The tables of the pipelines this Config covers, each pipeline's upstream first."""
+        return [self.table(t.key) for p in self.declared_pipelines() for t in p.tables]
+
+    def flows(self) -> tuple[Flow, ...]:
+        """The flows of the pipelines this Config covers, each pipeline's upstream first."""
+        return tuple(f for p in self.declared_pipelines() for f in p.flows)
 
     def landing_dir(self, dataset: str) -> str:
         """The landing folder of one input dataset (``events`` or ``customers``)."""

@@ -58,8 +58,9 @@ JSON_NUMBER_PATTERN = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 class FieldRule:
     """One input field: its name, kind, whether it must be present, and its allowed values.
 
-    Kinds: ``string``, ``money`` (a JSON number >= 0 that fits DECIMAL(18,4)), ``integer``
-    (a JSON integer that fits BIGINT) and ``timestamp`` (an ISO-8601 string with a zone).
+    Kinds: ``string``, ``money`` (a JSON number >= 0 that fits DECIMAL(18,4)), ``decimal``
+    (any JSON number that fits DECIMAL(18,4), negative too), ``integer`` (a JSON integer that
+    fits BIGINT) and ``timestamp`` (an ISO-8601 string with a zone).
     """
 
     name: str
@@ -91,7 +92,14 @@ CUSTOMER_FIELDS: tuple[FieldRule, ...] = (
     FieldRule("updated_at", "timestamp", True),
 )
 
-_JSON_KIND_OF = {"string": "string", "timestamp": "string", "money": "number", "integer": "number"}
+_JSON_KIND_OF = {
+    "string": "string",
+    "timestamp": "string",
+    "money": "number",
+    "decimal": "number",
+    "integer": "number",
+}
+_EXACT_NUMBER_KINDS = ("money", "decimal")
 
 
 def strip_bom(raw: Column) -> Column:
@@ -272,7 +280,7 @@ def field_value_stages(
         ]
         if rule.kind == "timestamp":
             columns.append(parse_event_timestamp(text).alias(_hidden("typed", rule.name)))
-        elif rule.kind == "money":
+        elif rule.kind in _EXACT_NUMBER_KINDS:
             # The number's exact text: the VARIANT's for a decimal or an integer, the line's
             # own for a double (an exponent or over 38 digits: the VARIANT rounded it).
             written = F.when(schema == "DOUBLE", number_as_written(raw, rule.name)).when(
@@ -289,7 +297,7 @@ def field_value_stages(
     derived = [
         money_value(F.col(_hidden("number", rule.name))).alias(_hidden("typed", rule.name))
         for rule in fields
-        if rule.kind == "money"
+        if rule.kind in _EXACT_NUMBER_KINDS
     ]
     return tuple(stage for stage in (values, columns, derived) if stage)
 
@@ -391,14 +399,16 @@ def _field_rules(rule: FieldRule) -> list[Rule]:
                 F.concat(F.lit(f"{rule.name} must be an integer, got "), F.substring(text, 1, 64)),
             )
         )
-    if rule.kind == "money":
+    if rule.kind in _EXACT_NUMBER_KINDS:
         as_double = F.col(_hidden("double", rule.name))
         not_finite = as_double.isNull() | F.isnan(as_double) | (F.abs(as_double) == float("inf"))
+        negative = as_double < 0 if rule.kind == "money" else F.lit(False)
         rules.append(_rule(well_typed & not_finite, f"{rule.name} is not a finite number"))
-        rules.append(_rule(well_typed & ~not_finite & (as_double < 0), f"{rule.name} is negative"))
+        if rule.kind == "money":
+            rules.append(_rule(well_typed & ~not_finite & negative, f"{rule.name} is negative"))
         rules.append(
             _rule(
-                well_typed & ~not_finite & (as_double >= 0) & field_value(rule.name).isNull(),
+                well_typed & ~not_finite & ~negative & field_value(rule.name).isNull(),
                 f"{rule.name} does not fit {REVENUE_TYPE} (at most 14 integer and 4 decimal digits)",
             )
         )

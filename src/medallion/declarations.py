@@ -121,13 +121,20 @@ class Flow:
         return " + ".join((f"{self.source.key}{feed}", *(t.key for t in self.joins)))
 
 
+# Writes synthetic input into a landing folder: (landing, records, files, seed, faults, and
+# keyword sizes of other datasets it may ignore) -> the paths written, by dataset.
+Generator = Callable[..., dict[str, list[str]]]
+
+
 @dataclass(frozen=True)
 class Pipeline:
-    """A named set of tables and the flows that write them."""
+    """A named set of tables, the flows that write them, and the generator of synthetic input
+    for it (``medallion generate --pipeline NAME``)."""
 
     name: str
     tables: tuple[Table, ...]
     flows: tuple[Flow, ...] = field(default=())
+    generate: Generator | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "pipeline name")

@@ -16,7 +16,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config, TableRef
-from medallion.streams.flows import all_flows
 from medallion.tables import history as table_history
 from medallion.tables import read_table, table_exists
 
@@ -116,7 +115,7 @@ def stream_progress(spark: SparkSession, config: Config) -> DataFrame | None:
     """Where each stream stands, read from its checkpoint: batches committed, the last batch
     and when it committed, and the source offset it reached. None when no stream ran yet."""
     frames = []
-    for flow in all_flows():
+    for flow in config.flows():
         checkpoint = config.checkpoint(flow.name)
         try:
             commits = spark.read.format("text").load(f"{checkpoint}/commits")

@@ -61,6 +61,8 @@ class TaskParams:
     trigger: str = "available_now"
     interval_seconds: str = "10"
     max_files_per_trigger: str = ""
+    # The pipelines the task runs (comma-separated; medallion/pipelines), empty: all of them.
+    pipeline: str = ""
     flows: str = ""
     # Bronze's input: landing files, or Kafka topics (docs/kafka.md). The credentials are never
     # parameters: they are read from the secret scope ``kafka_secret_scope`` names (on
@@ -118,6 +120,7 @@ class TaskParams:
                 f"kafka_fail_on_data_loss must be true or false, not {self.kafka_fail_on_data_loss!r}"
             )
         return Config(
+            pipelines=tuple(p.strip() for p in self.pipeline.split(",") if p.strip()),
             # The Kafka source reads no landing files; its Config still names a folder.
             landing=_absolute(self.landing or (self.lake if self.source == "kafka" else "")),
             lake=_absolute(self.lake),
@@ -183,12 +186,15 @@ def widget_values(namespace: Mapping[str, object], names: Sequence[str]) -> dict
     return values
 
 
-def select_flows(layer: str | None, names: Sequence[str] = ()) -> tuple[Flow, ...]:
-    """The flows to run: the named ones (which must belong to ``layer`` when it is given), or
-    every flow of ``layer``. A flow fused into another (silver_events into bronze_events) runs
-    with it, in its layer's task (streams/fusion.py). Raises :class:`ConfigError` naming what
-    is unknown."""
-    known = {f.name: f for f in all_flows() if fusion_head(f.name) is None}
+def select_flows(
+    layer: str | None, names: Sequence[str] = (), flows: Sequence[Flow] | None = None
+) -> tuple[Flow, ...]:
+    """The flows to run among ``flows`` (default: every declared one): the named ones (which
+    must belong to ``layer`` when it is given), or every flow of ``layer``. A flow fused into
+    another (silver_events into bronze_events) runs with it, in its layer's task
+    (streams/fusion.py). Raises :class:`ConfigError` naming what is unknown."""
+    flows = all_flows() if flows is None else flows
+    known = {f.name: f for f in flows if fusion_head(f.name) is None}
     if names:
         fused = {n: head.name for n in names if (head := fusion_head(n)) is not None}
         if fused:
@@ -206,7 +212,7 @@ def select_flows(layer: str | None, names: Sequence[str] = ()) -> tuple[Flow, ..
         raise ConfigError(f"name the flows to run (comma-separated): {', '.join(known)}")
     selected = tuple(f for f in known.values() if f.layer == layer)
     if not selected:
-        layers = sorted({f.layer for f in all_flows()})
+        layers = sorted({f.layer for f in flows})
         raise ConfigError(f"no flows in layer {layer!r}; layers: {', '.join(layers)}")
     return selected
 
@@ -225,9 +231,9 @@ def volume_of(path: str) -> tuple[str, str, str] | None:
     return parts[0], parts[1], parts[2]
 
 
-def landing_datasets() -> list[str]:
-    """The datasets some flow reads from landing files (``landing/<dataset>``)."""
-    return sorted({f.source.dataset for f in all_flows() if isinstance(f.source, Landing)})
+def landing_datasets(flows: Sequence[Flow]) -> list[str]:
+    """The datasets some of ``flows`` read from landing files (``landing/<dataset>``)."""
+    return sorted({f.source.dataset for f in flows if isinstance(f.source, Landing)})
 
 
 def prepare_storage(
@@ -250,7 +256,7 @@ def prepare_storage(
     # A local folder, or a volume through its FUSE mount on a Databricks cluster.
     local_files = volume_of(config.landing) is None or session_kind() == "databricks"
     if local_files and "://" not in config.landing:
-        for dataset in landing_datasets():
+        for dataset in landing_datasets(config.flows()):
             os.makedirs(config.landing_dir(dataset), exist_ok=True)
     if not tables:
         return
@@ -334,7 +340,7 @@ def run_task(params: TaskParams, layer: str | None, spark: SparkSession | None =
     from medallion.session import get_spark, packages_for
 
     config = params.config()
-    flows = select_flows(layer, params.flow_names)
+    flows = select_flows(layer, params.flow_names, config.flows())
     spark = spark or get_spark(packages=packages_for(config))
     log.info("running %s (%s)", ", ".join(f.name for f in flows), params.trigger)
     return run_flows(spark, config, flows, stream=params.stream)

@@ -179,6 +179,24 @@ def table_exists(spark: SparkSession, table: TableRef) -> bool:
     return spark.catalog.tableExists(table.qualified_name.replace("`", ""))
 
 
+def pipelines_with_tables(spark: SparkSession, config: Config) -> list[str]:
+    """The names of the Config's pipelines that have at least one table in the lake."""
+    return [
+        p.name
+        for p in config.declared_pipelines()
+        if any(table_exists(spark, config.table(t.key)) for t in p.tables)
+    ]
+
+
+def in_lake(spark: SparkSession, config: Config) -> Config:
+    """``config`` narrowed to the pipelines that have tables in the lake, unless it names its
+    pipelines or none has any (then it is returned as it is)."""
+    if config.pipelines:
+        return config
+    present = pipelines_with_tables(spark, config)
+    return config.with_options(pipelines=tuple(present)) if present else config
+
+
 def discard_uncommitted_log(spark: SparkSession, table: TableRef) -> bool:
     """Delete the ``_delta_log`` of a table folder that has no commit; True when it did.
 

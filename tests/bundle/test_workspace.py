@@ -11,7 +11,7 @@ from pathlib import Path
 from bundle_support import ROOT
 
 from medallion.cli import main
-from medallion.generate import generate
+from medallion.pipelines import generate_input
 
 PIPELINE = "[dev jane_doe] medallion_pipeline"
 
@@ -35,7 +35,7 @@ def test_generate_to_a_volume_uploads_the_same_files_through_the_files_api(
     assert main(["generate", "--landing", landing, *args]) == 0
     assert "events: 3 files in /Volumes/main/medallion/landing/events" in capsys.readouterr().out
 
-    local = generate(str(tmp_path), events=50, customers=5, files=2, seed=9)
+    local = generate_input(str(tmp_path), records=50, customers=5, files=2, seed=9)
     expected = {
         f"{landing}/{dataset}/{path.rsplit('/', 1)[1]}": Path(path).read_bytes()
         for dataset, paths in local.items()
@@ -43,6 +43,7 @@ def test_generate_to_a_volume_uploads_the_same_files_through_the_files_api(
     }
     assert workspace.files == expected
     assert {f"{landing}/events", f"{landing}/customers"} <= workspace.directories
+    assert f"{landing}/device_readings" in workspace.directories  # every pipeline's input
 
 
 def test_generate_to_a_missing_volume_fails_with_the_path(workspace, capsys):

@@ -24,7 +24,7 @@ from medallion.gaps import recorded_gaps
 from medallion.generate import generate, write_file_atomically
 from medallion.ops.monitor import read_progress
 from medallion.ops.status import lake_status, render_status
-from medallion.streams.flows import all_flows
+from medallion.pipelines.retail.flows import FLOWS
 from medallion.streams.fusion import is_member
 from medallion.streams.runner import PipelineError, run_available_now
 from medallion.streams.sources import landing_lines
@@ -250,7 +250,7 @@ def test_a_lost_checkpoint_is_refused_for_every_stream_and_reset_rebuilds_withou
     before = lake_snapshot(spark, config)
 
     # A stream fused into another has no checkpoint of its own (streams/fusion.py).
-    for flow in (f for f in all_flows() if not is_member(f)):
+    for flow in (f for f in FLOWS if not is_member(f)):
         checkpoint = Path(config.checkpoint(flow.name))
         aside = checkpoint.with_name(f"{flow.name}.moved")
         checkpoint.rename(aside)

@@ -30,7 +30,7 @@ from processes import batch_in_flight, kill_group, start_medallion, wait_until
 
 from medallion.config import Config
 from medallion.generate import generate
-from medallion.streams.flows import all_flows
+from medallion.pipelines.retail.flows import FLOWS
 from medallion.streams.fusion import is_member
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
@@ -182,8 +182,8 @@ def test_repeated_sigkill_then_sigterm_then_available_now_converges(spark, dirs,
         "--max-files-per-trigger",
         "2",
     )
-    checkpoints = {flow.name: lake / "_checkpoints" / flow.name for flow in all_flows()}
-    assert set(MID_BATCH_TARGETS) <= {f.name for f in all_flows() if not is_member(f)}
+    checkpoints = {flow.name: lake / "_checkpoints" / flow.name for flow in FLOWS}
+    assert set(MID_BATCH_TARGETS) <= {f.name for f in FLOWS if not is_member(f)}
 
     kill_log = []
     process = None

@@ -40,7 +40,7 @@ def test_one_delivery_on_a_standalone_cluster_equals_the_oracle(spark, cluster, 
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     generated = run_medallion(
         *("generate", "--landing", str(landing), "--events", "3000", "--customers", "300"),
-        *("--files", "2", "--seed", "23"),
+        *("--files", "2", "--seed", "23", "--pipeline", "retail"),
     )
     assert generated.returncode == 0, generated.stderr
 

@@ -3,10 +3,13 @@ declarations that would collide or that name tables nobody declared."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from medallion.config import Config
 from medallion.declarations import Flow, Landing, Pipeline, Table
+from medallion.ops.lineage import mermaid
 from medallion.pipelines import all_flows, all_tables, pipelines, register
 
 
@@ -15,10 +18,12 @@ def _start(*_args: object) -> None:
 
 
 def test_retail_is_found_by_registration_with_every_table_and_flow():
-    assert [p.name for p in pipelines()] == ["retail"]
+    assert [p.name for p in pipelines()] == ["iot", "retail"]
+    (retail,) = pipelines(["retail"])
+    assert [t.key for t in retail.tables][:2] == ["bronze/events", "silver/events"]
+    assert len(retail.tables) == 11
     tables = all_tables()
-    assert list(tables)[:2] == ["bronze/events", "silver/events"]
-    assert len(tables) == 11
+    assert len(tables) == 16
     # Every table a flow writes or reads is declared, and has exactly one writer.
     writers = [key for f in all_flows() for key in f.writes]
     assert sorted(writers) == sorted(tables)
@@ -64,6 +69,16 @@ def test_the_registry_refuses_collisions_and_undeclared_tables():
     )
     with pytest.raises(ValueError, match="flow bronze_events is declared already"):
         register(clash_flow)
-    assert [p.name for p in pipelines()] == ["retail"]
+    assert [p.name for p in pipelines()] == ["iot", "retail"]
+    with pytest.raises(KeyError, match="unknown pipeline 'nope'; known: iot, retail"):
+        pipelines(["nope"])
     with pytest.raises(ValueError, match="unknown layer"):
         Table("platinum", "x", "v INT")
+
+
+def test_the_readme_lineage_is_the_one_the_declarations_give():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert block == mermaid(pipelines())
+    for flow in all_flows():
+        assert f'|"{flow.name}' in block

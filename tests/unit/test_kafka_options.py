@@ -42,8 +42,10 @@ def test_reader_options_pick_the_dataset_topic_offsets_and_rate_limit():
     assert reader_options(latest, "events")["startingOffsets"] == "latest"
     # Bounded by default, so a first run over a long topic never reads it in one batch.
     assert reader_options(latest, "events")["maxOffsetsPerTrigger"] == "1000000"
-    with pytest.raises(ConfigError, match="no Kafka topic"):
-        reader_options(config, "orders")
+    # Another pipeline's dataset is read from the topic of its own name.
+    assert reader_options(config, "readings")["subscribe"] == "readings"
+    with pytest.raises(ConfigError, match="invalid dataset"):
+        reader_options(config, "no;such")
     with pytest.raises(ConfigError, match="may not set"):
         reader_options(config, "events", {"subscribe": "other"})
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,17 +78,20 @@ def upload_folder(client, local: str | Path, remote: str, overwrite: bool = True
     return uploaded
 
 
-def generate_to_volume(client, landing: str, **generate_args: object) -> dict[str, list[str]]:
-    """Generate sample input (:func:`medallion.generate.generate`) into a volume's landing.
+def generate_to_volume(
+    client, landing: str, pipelines: Sequence[str] = (), **generate_args: object
+) -> dict[str, list[str]]:
+    """Generate sample input of ``pipelines`` (default: all;
+    :func:`medallion.pipelines.generate_input`) into a volume's landing.
 
     ``client`` defaults to :func:`workspace_client`. The files are written to a local temporary folder, then uploaded with the Files API.
     Returns the remote paths per dataset.
     """
-    from medallion.generate import generate
+    from medallion.pipelines import generate_input
 
     client = client or workspace_client()
     with tempfile.TemporaryDirectory(prefix="medallion-landing-") as folder:
-        written = generate(folder, **generate_args)  # type: ignore[arg-type]
+        written = generate_input(folder, pipelines, **generate_args)
         remote = upload_folder(client, folder, landing)
     return {
         dataset: [r for r in remote if f"/{dataset}/" in r[len(landing) :]] for dataset in written

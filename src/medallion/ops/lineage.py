@@ -3,9 +3,9 @@ downstream, sources."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from medallion.declarations import Flow
+from medallion.declarations import Flow, Landing, Pipeline, Table
 from medallion.pipelines import all_flows, all_tables
 
 
@@ -53,3 +53,23 @@ def downstream(
     ordered_flows = [f for f in flows if f.name in chosen_flows]
     ordered_tables = [key for key in declared if key in chosen_tables]
     return ordered_flows, ordered_tables
+
+
+def _node(source: Table | Landing) -> str:
+    name = source.key.replace("/", "__")
+    return f'{name}[/"{source.key}"/]' if isinstance(source, Landing) else f'{name}["{source.key}"]'
+
+
+def mermaid(pipelines: Sequence[Pipeline]) -> str:
+    """A Mermaid flowchart of every flow of ``pipelines``: an arrow from what a flow reads to
+    each table it writes, named after the flow (dotted from a table it joins)."""
+    lines = ["flowchart LR"]
+    for pipeline in pipelines:
+        lines.append(f"  subgraph {pipeline.name}")
+        for flow in pipeline.flows:
+            label = f"{flow.name} (change data feed)" if flow.change_feed else flow.name
+            for output in flow.outputs:
+                lines.append(f'    {_node(flow.source)} -->|"{label}"| {_node(output)}')
+                lines += [f'    {_node(j)} -.->|"{flow.name}"| {_node(output)}' for j in flow.joins]
+        lines.append("  end")
+    return "\n".join(lines) + "\n"

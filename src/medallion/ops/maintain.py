@@ -89,8 +89,9 @@ def zorder_keys(key: str) -> tuple[str, ...]:
 
 
 def maintained_tables(config: Config, only: Sequence[str] = ()) -> list[TableRef]:
-    """The tables to maintain: ``only`` (keys), or every contract table and the progress table."""
-    known = [*all_tables(), PROGRESS_TABLE_KEY]
+    """The tables to maintain: ``only`` (keys), or every table of the Config's pipelines and
+    the progress table."""
+    known = [*(t.key for t in config.tables()), PROGRESS_TABLE_KEY]
     for key in only:
         if key not in known:
             raise ConfigError(f"unknown table {key!r}; known tables: {', '.join(known)}")

@@ -26,7 +26,7 @@ from medallion.gaps import describe_gap, gaps_table, recorded_gaps
 from medallion.ops import checkpoints
 from medallion.ops.maintain import stream_lags
 from medallion.ops.monitor import PROGRESS_TABLE_KEY, progress_table, read_progress
-from medallion.streams.flows import Flow, all_flows, fusion_head
+from medallion.streams.flows import Flow, fusion_head
 from medallion.tables import history, read_table, table_exists
 
 
@@ -142,7 +142,7 @@ def lake_status(spark: SparkSession, config: Config, landing: str | None = None)
     return {
         "lake": config.lake,
         "tables": [table_status(spark, t) for t in tables],
-        "streams": [stream_status(spark, config, f, landing, progress) for f in all_flows()],
+        "streams": [stream_status(spark, config, f, landing, progress) for f in config.flows()],
         "data_gaps": len(gaps),
         "gaps_table": gaps_table(config).key,
         "latest_gaps": [describe_gap(gap) for gap in gaps[-5:]],

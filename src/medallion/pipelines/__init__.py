@@ -1,5 +1,7 @@
 """The pipelines medallion runs, found by registration: each package under
-``medallion/pipelines/`` declares one and calls :func:`register` when it is imported.
+``medallion/pipelines/`` declares one and calls :func:`register` when it is imported, and so
+does each module named in ``$MEDALLION_PIPELINES`` (comma-separated module names: pipelines
+kept outside this package, such as a team's own or a test's).
 
 Lookups import the packages the first time they are needed, never at import time, so the
 engine's modules and the pipelines' may import each other's names freely.
@@ -8,10 +10,13 @@ engine's modules and the pipelines' may import each other's names freely.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+from collections.abc import Sequence
 
 from medallion.declarations import Flow, Pipeline, Table
 
+EXTRA_PIPELINES_VARIABLE = "MEDALLION_PIPELINES"
 _REGISTERED: dict[str, Pipeline] = {}
 _discovered = False
 
@@ -40,12 +45,42 @@ def _discover() -> None:
         _discovered = True
         for module in pkgutil.iter_modules(__path__):
             importlib.import_module(f"{__name__}.{module.name}")
+        for name in os.environ.get(EXTRA_PIPELINES_VARIABLE, "").split(","):
+            if name.strip():
+                importlib.import_module(name.strip())
 
 
-def pipelines() -> list[Pipeline]:
-    """Every registered pipeline."""
+def unregister(name: str) -> None:
+    """Forget the pipeline ``name`` (a notebook's or a test's own), if it is registered."""
+    _REGISTERED.pop(name, None)
+
+
+def pipelines(names: Sequence[str] = ()) -> list[Pipeline]:
+    """The registered pipelines named (all of them when ``names`` is empty), in registration
+    order; :class:`KeyError` names the known ones when a name is unknown."""
     _discover()
-    return list(_REGISTERED.values())
+    unknown = [n for n in names if n not in _REGISTERED]
+    if unknown:
+        raise KeyError(
+            f"unknown pipeline {', '.join(map(repr, unknown))}; known: {', '.join(_REGISTERED)}"
+        )
+    return [p for p in _REGISTERED.values() if not names or p.name in names]
+
+
+def generate_input(
+    landing: str, names: Sequence[str] = (), **options: object
+) -> dict[str, list[str]]:
+    """Synthetic input of the pipelines named (default: every one with a generator) in
+    ``landing``: each generator's ``options`` (records, files, seed, faults, customers...).
+    Returns the paths written, by dataset."""
+    written: dict[str, list[str]] = {}
+    for pipeline in pipelines(names):
+        if pipeline.generate is None:
+            if names:
+                raise KeyError(f"pipeline {pipeline.name!r} has no generator")
+            continue
+        written.update(pipeline.generate(landing, **options))
+    return written
 
 
 def all_tables() -> dict[str, Table]:

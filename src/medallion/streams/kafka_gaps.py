@@ -36,6 +36,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.declarations import Landing
 from medallion.gaps import Gap, checked_through, gaps_table, mark_checked, recorded_gaps
 from medallion.gaps import record_gaps as append_gaps
 from medallion.ops.checkpoints import committed_batch
@@ -46,8 +47,19 @@ log = logging.getLogger(__name__)
 
 CHECK = "kafka_gaps"
 KIND = "kafka data loss"
-# The bronze streams that read Kafka, and the table each appends to.
-BRONZE_TABLES = {"bronze_events": "bronze/events", "bronze_customers": "bronze/customers"}
+
+
+def _bronze_of(stream: str) -> tuple[str, str] | None:
+    """The dataset a stream reads as input records (from Kafka, with the Kafka source) and the
+    table it appends them to; None for a stream that reads a table."""
+    from medallion.pipelines import all_flows
+
+    for flow in all_flows():
+        if flow.name == stream and isinstance(flow.source, Landing):
+            return flow.source.dataset, flow.writes[0]
+    return None
+
+
 # Present in a checkpoint while batches may have been read with failOnDataLoss=false and not
 # checked yet: a later run with the default still checks them.
 ACCEPTING_MARKER = "_medallion_kafka_accepting_data_loss"
@@ -236,7 +248,9 @@ def _ranges(
     """The ranges batches ``first``..``last`` read, and the gaps of offsets that went back."""
     ranges: list[_Range] = []
     gaps: list[Gap] = []
-    subscribed = config.kafka.topic(BRONZE_TABLES[stream].split("/")[1])
+    bronze = _bronze_of(stream)
+    assert bronze is not None
+    subscribed = config.kafka.topic(bronze[0])
     previous = _read_batch(checkpoint, first - 1) if first > 0 else None
     before = previous.offsets if previous else (_starting_offsets(config) if first == 0 else None)
     for batch_id in range(first, last + 1):
@@ -284,7 +298,9 @@ def _first_written(spark: SparkSession, config: Config, stream: str, ranges: lis
     rows = [(i, r.timestamp_ms, r.topic, r.partition, r.start, r.end) for i, r in enumerate(ranges)]
     wanted = spark.createDataFrame(rows, schema).withColumn("ingested", F.timestamp_millis("ts"))
     stamps = sorted({r.timestamp_ms for r in ranges})
-    bronze = read_table(spark, config.table(BRONZE_TABLES[stream])).where(
+    bronze_of = _bronze_of(stream)
+    assert bronze_of is not None
+    bronze = read_table(spark, config.table(bronze_of[1])).where(
         F.col("_ingested_at").isin(*[F.timestamp_millis(F.lit(ms)) for ms in stamps])
     )  # only the files of these batches (Delta's data skipping on _ingested_at)
     joined = bronze.join(
@@ -371,7 +387,7 @@ def record_kafka_gaps(spark: SparkSession, config: Config, stream: str) -> list[
     again (a crash between recording and moving the watermark). Raises on a failed query over
     bronze; the watermark stays, so the next call tries again.
     """
-    if config.source != "kafka" or stream not in BRONZE_TABLES:
+    if config.source != "kafka" or _bronze_of(stream) is None:
         return []
     checkpoint = local_path(config.checkpoint(stream))
     if checkpoint is None:
@@ -405,7 +421,9 @@ def _find_gaps(
     spark: SparkSession, config: Config, stream: str, checkpoint: str, first: int, last: int
 ) -> list[Gap]:
     ranges, gaps = _ranges(config, stream, checkpoint, first, last)
-    table = config.table(BRONZE_TABLES[stream])
+    bronze = _bronze_of(stream)
+    assert bronze is not None
+    table = config.table(bronze[1])
     if ranges and table_exists(spark, table):
         written = _first_written(spark, config, stream, ranges)
         suspects = []

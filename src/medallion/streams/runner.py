@@ -17,6 +17,7 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.compaction import BackgroundCompactor, compact_fragmented
 from medallion.config import Config, TableRef
 from medallion.conflicts import is_concurrent_metadata_change
+from medallion.declarations import Landing, Pipeline
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
@@ -29,7 +30,7 @@ from medallion.streams import fusion
 from medallion.streams.caught_up import has_read_everything
 from medallion.streams.checkpoints import lost_checkpoint, replaced_landing_files
 from medallion.streams.events import STAGE_CLOCK
-from medallion.streams.flows import Flow, all_flows, fusion_head
+from medallion.streams.flows import Flow, fusion_head
 from medallion.streams.flows import flow as _flow
 from medallion.streams.kafka_gaps import kafka_data_loss_hint, record_kafka_gaps
 from medallion.streams.missing_files import (
@@ -39,7 +40,13 @@ from medallion.streams.missing_files import (
     start_checking,
 )
 from medallion.streams.sinks import Trigger
-from medallion.tables import ensure_tables, history, row_count, table_version
+from medallion.tables import (
+    ensure_tables,
+    history,
+    pipelines_with_tables,
+    row_count,
+    table_version,
+)
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +222,7 @@ def _summarize(
         result.total_rows = row_count(spark, config.table(key))
         return result
 
-    flows = all_flows()
+    flows = config.flows()
     report.tables = in_parallel(
         summary, [(flow, key) for flow in flows for key in flow.writes], "summary"
     )
@@ -233,10 +240,47 @@ def _summarize(
     return report
 
 
-def _prepare(spark: SparkSession, config: Config, register_names: bool) -> None:
+def with_input(spark: SparkSession, config: Config) -> Config | None:
+    """``config`` narrowed to the pipelines to run: those it names, or else every pipeline
+    with tables in the lake already, or with input: a landing folder of one of its datasets
+    (files), or any (Kafka: its topics are not asked for, so every pipeline runs on a lake
+    that has none of their tables yet). None when no pipeline has either."""
+    if config.pipelines:
+        return config
+    declared = config.declared_pipelines()
+    chosen = pipelines_with_tables(spark, config)
+    if config.source == "files":
+        chosen += [p.name for p in declared if _has_landing(spark, config, p)]
+    elif not chosen:
+        chosen = [p.name for p in declared]
+    names = tuple(p.name for p in declared if p.name in chosen)
+    return config.with_options(pipelines=names) if names else None
+
+
+def _has_landing(spark: SparkSession, config: Config, pipeline: Pipeline) -> bool:
+    datasets = {f.source.dataset for f in pipeline.flows if isinstance(f.source, Landing)}
+    return any(folder_exists(spark, config.landing_dir(d)) for d in sorted(datasets))
+
+
+def _nothing_to_run(config: Config) -> RunReport:
+    datasets = sorted({f.source.dataset for f in config.flows() if isinstance(f.source, Landing)})
+    log.warning(
+        "nothing to run: no pipeline has input under %s (%s) or tables in %s; land files, or "
+        "name a pipeline with --pipeline",
+        config.landing,
+        ", ".join(f"{d}/" for d in datasets),
+        config.lake,
+    )
+    return RunReport()
+
+
+def _prepare(
+    spark: SparkSession, config: Config, flows: Sequence[Flow], register_names: bool
+) -> None:
     progress = (progress_table(config), PROGRESS_SCHEMA, PROGRESS_PROPERTIES)
     ensure_tables(spark, config, [progress, gaps_table_spec(config)], register_names)
-    for dataset in ("events", "customers") if config.source == "files" else ():
+    datasets = {f.source.dataset for f in flows if isinstance(f.source, Landing)}
+    for dataset in sorted(datasets) if config.source == "files" else ():
         path = config.landing_dir(dataset)
         if "://" not in path and not path.startswith("/Volumes/"):
             os.makedirs(path, exist_ok=True)
@@ -356,7 +400,12 @@ def run_available_now(
 
     The run holds its streams' locks: a second writer of any of them is refused.
     """
-    flows = all_flows() if flows is None else tuple(flows)
+    if flows is None:
+        narrowed = with_input(spark, config)
+        if narrowed is None:
+            return _nothing_to_run(config)
+        config = narrowed
+    flows = config.flows() if flows is None else tuple(flows)
     with _locks(config, flows, "available now"):
         return _run_available_now(spark, config, flows, register_names)
 
@@ -367,7 +416,7 @@ def _run_available_now(
     fusions = {f.head.name: f for f in fusion.plans(spark, config, flows)}
     flows = _runnable(spark, config, flows, fusions)
     _refuse_unsafe_starts(spark, config, flows)
-    _prepare(spark, config, register_names)
+    _prepare(spark, config, flows, register_names)
     _record_gaps(spark, config, flows)
     before = _versions(spark, config)
     stages_before = dict(STAGE_CLOCK.seconds)
@@ -533,7 +582,12 @@ def run_streaming(
     raises :class:`PipelineError`. The run holds its streams' locks until it ends.
     ``register_names`` as for :func:`run_available_now`.
     """
-    flows = all_flows() if flows is None else tuple(flows)
+    if flows is None:
+        narrowed = with_input(spark, config)
+        if narrowed is None:
+            return _nothing_to_run(config)
+        config = narrowed
+    flows = config.flows() if flows is None else tuple(flows)
     with _locks(config, flows, "stream"):
         return _run_streaming(spark, config, stop, flows, register_names)
 
@@ -554,7 +608,7 @@ def _run_streaming(
     fusions = {f.head.name: f for f in fusion.plans(spark, config, flows)}
     flows = _runnable(spark, config, flows, fusions)
     _refuse_unsafe_starts(spark, config, flows)
-    _prepare(spark, config, register_names)
+    _prepare(spark, config, flows, register_names)
     _record_gaps(spark, config, flows)
     before = _versions(spark, config)
     behind = [f for f in fusions.values() if f.catching_up]

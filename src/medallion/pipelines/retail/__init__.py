@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 from medallion.declarations import Pipeline
+from medallion.generate import FaultRates, generate
 from medallion.pipelines import register
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.pipelines.retail.tables import TABLES
 
-RETAIL = register(Pipeline("retail", TABLES, FLOWS))
+
+def generate_retail(
+    landing: str,
+    records: int = 1000,
+    files: int = 4,
+    seed: int = 42,
+    faults: FaultRates | None = None,
+    customers: int = 200,
+) -> dict[str, list[str]]:
+    """``records`` events and ``customers`` customer changes (medallion/generate.py)."""
+    return generate(landing, records, customers, files, seed, faults)
+
+
+RETAIL = register(Pipeline("retail", TABLES, FLOWS, generate=generate_retail))

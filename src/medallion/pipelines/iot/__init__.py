@@ -1,0 +1,46 @@
+"""IoT device readings: the smallest pipeline, and the tutorial (docs/writing-a-pipeline.md).
+
+Readings land as JSON lines in ``<landing>/device_readings/`` (or the ``device_readings``
+topic). Bronze keeps every line; silver keeps the valid ones once per (device, timestamp) and
+quarantines the rest; gold keeps each device's latest reading and per-minute metrics.
+"""
+
+from __future__ import annotations
+
+from medallion.declarations import Flow, Landing, Pipeline
+from medallion.pipelines import register
+from medallion.pipelines.iot import batches
+from medallion.pipelines.iot import tables as t
+from medallion.pipelines.iot.generator import generate
+
+IOT = register(
+    Pipeline(
+        "iot",
+        t.TABLES,
+        (
+            Flow(
+                "bronze_device_readings",
+                "bronze",
+                Landing("device_readings"),
+                (t.BRONZE,),
+                batches.start_bronze,
+            ),
+            Flow(
+                "silver_device_readings",
+                "silver",
+                t.BRONZE,
+                (t.SILVER, t.QUARANTINE),
+                batches.start_silver,
+            ),
+            Flow("gold_device_status", "gold", t.SILVER, (t.STATUS,), batches.start_status),
+            Flow(
+                "gold_device_minute_metrics",
+                "gold",
+                t.SILVER,
+                (t.MINUTE_METRICS,),
+                batches.start_minutes,
+            ),
+        ),
+        generate=generate,
+    )
+)

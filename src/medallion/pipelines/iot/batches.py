@@ -1,0 +1,133 @@
+"""The IoT pipeline's streams: how each starts, and what each does with a micro-batch.
+
+Every write carries the stream's ``txnAppId`` and the batch id as ``txnVersion``, so a batch
+replayed after a crash writes nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from medallion.config import Config
+from medallion.pipelines.iot import tables as t
+from medallion.pipelines.iot.contract import FIELDS, validate_readings
+from medallion.pipelines.iot.transforms import (
+    KEY,
+    add_minutes_clauses,
+    first_arrivals,
+    latest_per_device,
+    minute_increments,
+    quarantined_readings,
+)
+from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
+from medallion.streams.sinks import (
+    Trigger,
+    append_batch,
+    idempotent_writes,
+    merge_into,
+    start_append,
+    start_delta_foreach_batch,
+    transaction_app_id,
+)
+from medallion.streams.sources import input_lines
+from medallion.transforms.bronze import to_bronze
+
+Batch = Callable[[DataFrame, int], None]
+
+
+def start_bronze(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    """Every reading line, unchanged, into bronze."""
+    name = "bronze_device_readings"
+    lines = input_lines(spark, config, "device_readings")
+    return start_append(
+        to_bronze(lines, FIELDS), config.table(t.BRONZE.key), config.checkpoint(name), trigger, name
+    )
+
+
+def silver_batch(config: Config, checkpoint: str) -> Batch:
+    """Refused readings to the quarantine; valid ones to silver, once per (device, timestamp)
+    across all history (the first to arrive), looked up in the stream's key index."""
+    silver, quarantine = config.table(t.SILVER.key), config.table(t.QUARANTINE.key)
+    app_id = transaction_app_id("silver_device_readings", checkpoint)
+    known = KnownKeys(silver, KEY, kept_keys(checkpoint, silver))
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        validated = validate_readings(batch).persist()
+        firsts = first_arrivals(validated).persist()
+        try:
+            txn = (app_id(spark), batch_id)
+            if validated.where(F.col("reason").isNotNull()).limit(1).count():
+                append_batch(quarantined_readings(validated), quarantine, txn=txn)
+            unseen, hashes = known.new_rows(spark, firsts)
+            if len(hashes[0]):
+                append_batch(unseen.drop(*HASH_COLUMNS), silver, txn=txn)
+                known.added(spark, hashes, txn)
+        finally:
+            firsts.unpersist()
+            validated.unpersist()
+
+    return process
+
+
+def status_batch(config: Config, checkpoint: str) -> Batch:
+    """Each device's newest reading, merged over an older one only: a late reading never
+    replaces a newer one."""
+    status = config.table(t.STATUS.key)
+    app_id = transaction_app_id("gold_device_status", checkpoint)
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        with idempotent_writes(spark, app_id(spark), batch_id):
+            merge_into(
+                spark,
+                status,
+                latest_per_device(batch),
+                ["device_id"],
+                "WHEN MATCHED AND s.reading_timestamp > t.reading_timestamp THEN UPDATE SET * "
+                "WHEN NOT MATCHED THEN INSERT *",
+            )
+
+    return process
+
+
+def minute_batch(config: Config, checkpoint: str) -> Batch:
+    """The batch's readings (new to silver, which only appends) added to their minutes' rows,
+    however old the minute."""
+    minutes = config.table(t.MINUTE_METRICS.key)
+    app_id = transaction_app_id("gold_device_minute_metrics", checkpoint)
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        with idempotent_writes(spark, app_id(spark), batch_id):
+            merge_into(
+                spark,
+                minutes,
+                minute_increments(batch),
+                ["device_id", "minute_start"],
+                add_minutes_clauses(),
+            )
+
+    return process
+
+
+def start_silver(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    return start_delta_foreach_batch(
+        spark, config, trigger, "silver_device_readings", t.BRONZE.key, silver_batch
+    )
+
+
+def start_status(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    return start_delta_foreach_batch(
+        spark, config, trigger, "gold_device_status", t.SILVER.key, status_batch
+    )
+
+
+def start_minutes(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    return start_delta_foreach_batch(
+        spark, config, trigger, "gold_device_minute_metrics", t.SILVER.key, minute_batch
+    )

@@ -1,0 +1,57 @@
+"""What a device reading is: its fields, and why one is refused.
+
+A reading is valid when ``device_id`` is a non-empty string, ``reading_timestamp`` is
+ISO-8601 with a zone, ``temperature`` is a JSON number (degrees; kept exactly, as
+DECIMAL(18,4)), ``humidity`` is a JSON number from 0 to 100 (percent, DECIMAL(18,4)), and
+``status`` is ``ok``, ``warning`` or ``error``. Anything else goes to the quarantine with a
+reason naming every rule it breaks.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from medallion.contracts import (
+    FieldRule,
+    field_text,
+    field_value,
+    parse_json_line,
+    record_reason,
+    with_field_values,
+)
+from medallion.transforms.bronze import kafka_position_columns
+
+STATUSES = ("ok", "warning", "error")
+FIELDS = (
+    FieldRule("device_id", "string", True),
+    FieldRule("reading_timestamp", "timestamp", True),
+    FieldRule("temperature", "decimal", True),
+    FieldRule("humidity", "decimal", True),
+    FieldRule("status", "string", True, STATUSES),
+)
+READING_COLUMNS = ("device_id", "reading_timestamp", "temperature", "humidity", "status")
+
+
+def validate_readings(bronze: DataFrame) -> DataFrame:
+    """Bronze readings plus ``reason`` (NULL when valid) and the typed reading columns."""
+    doc = F.col("_doc")
+    with_doc = bronze.withColumn("_doc", parse_json_line(F.col("_raw")))
+    values = with_field_values(with_doc, doc, FIELDS)
+    humidity = field_value("humidity")
+    out_of_range = (
+        F.coalesce((humidity < 0) | (humidity > 100), F.lit(False)),
+        F.concat(F.lit("humidity is outside 0..100: "), field_text("humidity")),
+    )
+    return values.select(
+        record_reason(F.col("_raw"), doc, FIELDS, (out_of_range,)).alias("reason"),
+        field_text("device_id").alias("device_id"),
+        field_value("reading_timestamp").alias("reading_timestamp"),
+        field_value("temperature").alias("temperature"),
+        field_value("humidity").alias("humidity"),
+        field_text("status").alias("status"),
+        "_raw",
+        "_source_file",
+        "_ingested_at",
+        *kafka_position_columns(bronze),
+    )

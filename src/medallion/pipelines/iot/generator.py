@@ -1,0 +1,87 @@
+"""Synthetic device readings: steady readings from a fleet of devices, with the faults a real
+feed has (re-sent copies, late readings, invalid values and malformed lines)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from datetime import datetime, timedelta, timezone
+
+from medallion.generate import FaultRates, write_file_atomically
+
+DATASET = "device_readings"
+_START = datetime(2026, 11, 20, tzinfo=timezone.utc)
+
+
+def _reading(rng: random.Random, device: int, at: datetime) -> dict:
+    base = 18 + device % 7
+    return {
+        "device_id": f"dev-{device:04d}",
+        "reading_timestamp": at.isoformat().replace("+00:00", "Z"),
+        "temperature": round(base + rng.gauss(0, 2.5), 2),
+        "humidity": round(min(100.0, max(0.0, rng.gauss(45, 12))), 1),
+        "status": rng.choices(("ok", "warning", "error"), (90, 8, 2))[0],
+    }
+
+
+def _invalid(rng: random.Random, reading: dict) -> dict:
+    broken = dict(reading)
+    fault = rng.randrange(5)
+    if fault == 0:
+        broken["humidity"] = 140.5
+    elif fault == 1:
+        broken["status"] = "melting"
+    elif fault == 2:
+        del broken["device_id"]
+    elif fault == 3:
+        broken["reading_timestamp"] = broken["reading_timestamp"].rstrip("Z")
+    else:
+        broken["temperature"] = "warm"
+    return broken
+
+
+def reading_lines(records: int, seed: int, faults: FaultRates, devices: int = 50) -> list[str]:
+    """``records`` reading lines in arrival order, faults included."""
+    rng = random.Random(seed)
+    start = _START + timedelta(hours=seed % 97)
+    lines: list[str] = []
+    sent: list[str] = []
+    for n in range(records):
+        at = start + timedelta(seconds=n * 2 + rng.randrange(2), milliseconds=rng.randrange(1000))
+        if sent and rng.random() < faults.late:
+            at -= timedelta(minutes=rng.randrange(1, 3 * 24 * 60))  # up to three days late
+        reading = _reading(rng, rng.randrange(devices), at)
+        roll = rng.random()
+        if roll < faults.malformed:
+            lines.append(json.dumps(reading)[: rng.randrange(5, 30)])
+        elif roll < faults.malformed + faults.invalid:
+            lines.append(json.dumps(_invalid(rng, reading)))
+        else:
+            line = json.dumps(reading)
+            lines.append(line)
+            sent.append(line)
+        if sent and rng.random() < faults.duplicate:
+            lines.append(rng.choice(sent))  # a re-sent copy, byte for byte
+    return lines
+
+
+def generate(
+    landing: str,
+    records: int = 1000,
+    files: int = 4,
+    seed: int = 42,
+    faults: FaultRates | None = None,
+    **_other_sizes: int,
+) -> dict[str, list[str]]:
+    """Write readings to ``landing/device_readings/`` in ``files`` files, landed in name order
+    (each file's modification time after the one before). Returns the paths written."""
+    lines = reading_lines(records, seed, faults or FaultRates())
+    size = -(-len(lines) // max(files, 1)) if lines else 0
+    written: list[str] = []
+    for i in range(max(files, 1)):
+        chunk = lines[i * size : (i + 1) * size]
+        after = os.stat(written[-1]).st_mtime_ns if written else None
+        name = f"readings-{seed}-{i:05d}.json"
+        written.append(write_file_atomically(f"{landing}/{DATASET}", name, chunk, False, after))
+    return {DATASET: written}

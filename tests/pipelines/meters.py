@@ -1,0 +1,113 @@
+"""A pipeline declared outside medallion's package, as a team would declare its own: meter
+readings, bronze, then each meter's latest reading in gold. Loaded through
+``$MEDALLION_PIPELINES=meters`` (with this folder on ``PYTHONPATH``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from medallion.config import Config
+from medallion.contracts import FieldRule
+from medallion.declarations import (
+    APPEND_ONLY,
+    INGEST_METADATA,
+    KAFKA_METADATA,
+    Flow,
+    Landing,
+    Pipeline,
+    Table,
+)
+from medallion.pipelines import register
+from medallion.streams.sinks import (
+    Trigger,
+    idempotent_writes,
+    merge_into,
+    start_append,
+    start_delta_foreach_batch,
+    transaction_app_id,
+)
+from medallion.streams.sources import input_lines
+from medallion.transforms.bronze import to_bronze
+
+FIELDS = (
+    FieldRule("meter_id", "string", True),
+    FieldRule("reading", "integer", True),
+    FieldRule("read_at", "timestamp", True),
+)
+READINGS = Table(
+    "bronze",
+    "meter_readings",
+    f"meter_id STRING, reading STRING, read_at STRING, {INGEST_METADATA}, {KAFKA_METADATA}",
+    APPEND_ONLY,
+)
+LATEST = Table(
+    "gold",
+    "meter_latest",
+    "meter_id STRING NOT NULL, reading BIGINT NOT NULL, read_at TIMESTAMP NOT NULL",
+    zorder=("meter_id",),
+)
+
+
+def start_readings(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    lines = input_lines(spark, config, "meter_readings")
+    name = "bronze_meter_readings"
+    return start_append(
+        to_bronze(lines, FIELDS), config.table(READINGS.key), config.checkpoint(name), trigger, name
+    )
+
+
+def latest_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    """Each meter's newest valid reading of the batch, merged only over an older one."""
+    table = config.table(LATEST.key)
+    app_id = transaction_app_id("gold_meter_latest", checkpoint)
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        rows = batch.where(
+            "meter_id IS NOT NULL AND reading RLIKE '^-?[0-9]+$' AND read_at IS NOT NULL"
+        ).select(
+            "meter_id",
+            F.col("reading").cast("bigint").alias("reading"),
+            F.to_timestamp("read_at").alias("read_at"),
+        )
+        newest = Window.partitionBy("meter_id").orderBy(F.desc("read_at"), F.desc("reading"))
+        latest = rows.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n")
+        with idempotent_writes(spark, app_id(spark), batch_id):
+            merge_into(
+                spark,
+                table,
+                latest,
+                ["meter_id"],
+                "WHEN MATCHED AND s.read_at > t.read_at THEN UPDATE SET * "
+                "WHEN NOT MATCHED THEN INSERT *",
+            )
+
+    return process
+
+
+def start_latest(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    return start_delta_foreach_batch(
+        spark, config, trigger, "gold_meter_latest", READINGS.key, latest_batch
+    )
+
+
+METERS = register(
+    Pipeline(
+        "meters",
+        (READINGS, LATEST),
+        (
+            Flow(
+                "bronze_meter_readings",
+                "bronze",
+                Landing("meter_readings"),
+                (READINGS,),
+                start_readings,
+            ),
+            Flow("gold_meter_latest", "gold", READINGS, (LATEST,), start_latest),
+        ),
+    )
+)
