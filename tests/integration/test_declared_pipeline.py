@@ -1,15 +1,42 @@
 """A pipeline declared only inside tests/ (tests/pipelines/meters.py) runs through the same
-commands as retail, without a line of the engine knowing it: run, status, maintain, reset."""
+commands as retail, without a line of the engine knowing it: run, status, maintain, reset.
+
+The first commands run as new processes that find the pipeline through
+``$MEDALLION_PIPELINES``; the rest call the same CLI in this process (a new JVM each would
+cost the suite a minute), with the pipeline registered for the test only."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from medallion.cli import main
+from medallion.pipelines import register, unregister
+
 PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
+
+
+@pytest.fixture
+def meters():
+    sys.path.insert(0, str(PIPELINES))
+    try:
+        module = importlib.import_module("meters")
+        yield register(module.METERS)
+    finally:
+        unregister("meters")
+        sys.path.remove(str(PIPELINES))
+
+
+def _in_process(capsys, *args: str) -> str:
+    capsys.readouterr()
+    assert main(list(args)) == 0
+    return capsys.readouterr().out
 
 
 def _medallion(*args: str) -> subprocess.CompletedProcess:
@@ -39,7 +66,9 @@ def _latest(spark, lake: Path) -> dict[str, tuple[int, str]]:
     return {r.meter_id: (r.reading, r.read_at.strftime("%Y-%m-%dT%H:%M")) for r in rows}
 
 
-def test_a_pipeline_declared_in_tests_runs_through_run_status_maintain_and_reset(spark, dirs):
+def test_a_pipeline_declared_in_tests_runs_through_run_status_maintain_and_reset(
+    spark, dirs, meters, capsys
+):
     landing, lake = dirs
     _land(
         landing,
@@ -67,12 +96,14 @@ def test_a_pipeline_declared_in_tests_runs_through_run_status_maintain_and_reset
         "b.json",
         [_reading("m1", 7, "2026-11-25T08:00:00Z"), _reading("m2", 6, "2026-11-25T12:00:00Z")],
     )
-    _medallion("run", "--landing", str(landing), "--lake", str(lake), "--pipeline", "meters")
+    _in_process(
+        capsys, "run", "--landing", str(landing), "--lake", str(lake), "--pipeline", "meters"
+    )
     expected = {"m1": (12, "2026-11-25T11:00"), "m2": (6, "2026-11-25T12:00")}
     assert _latest(spark, lake) == expected
 
     status = json.loads(
-        _medallion("status", "--lake", str(lake), "--pipeline", "meters", "--json").stdout
+        _in_process(capsys, "status", "--lake", str(lake), "--pipeline", "meters", "--json")
     )
     assert {s["stream"] for s in status["streams"]} == {
         "bronze_meter_readings",
@@ -81,13 +112,15 @@ def test_a_pipeline_declared_in_tests_runs_through_run_status_maintain_and_reset
     assert all(s["last_batch"] is not None for s in status["streams"])
     assert {t["table"] for t in status["tables"]} >= {"bronze/meter_readings", "gold/meter_latest"}
 
-    maintained = _medallion(
-        "maintain", "--lake", str(lake), "--pipeline", "meters", "--no-vacuum"
-    ).stdout
+    maintained = _in_process(
+        capsys, "maintain", "--lake", str(lake), "--pipeline", "meters", "--no-vacuum"
+    )
     assert "gold/meter_latest" in maintained and "silver/events" not in maintained
 
-    _medallion("reset", "--lake", str(lake), "--layer", "gold", "--pipeline", "meters", "--yes")
+    _in_process(
+        capsys, "reset", "--lake", str(lake), "--layer", "gold", "--pipeline", "meters", "--yes"
+    )
     assert not (lake / "gold" / "meter_latest").exists()
     assert not (lake / "_checkpoints" / "gold_meter_latest").exists()
-    _medallion("run", "--landing", str(landing), "--lake", str(lake))
+    _in_process(capsys, "run", "--landing", str(landing), "--lake", str(lake))
     assert _latest(spark, lake) == expected

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from deltalake import DeltaTable
 
-from medallion.generate import generate
+from medallion.pipelines import generate_input
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 
@@ -21,9 +21,11 @@ def _plain(value):
 
 def test_delta_rs_reads_every_table_with_the_same_rows(spark, config, dirs):
     landing, _ = dirs
-    generate(str(landing), events=600, customers=80, files=2, seed=41)
+    # Every pipeline's input, so every declared table is written.
+    generate_input(str(landing), records=600, customers=80, files=2, seed=41)
     run_available_now(spark, config)
-    generate(str(landing), events=300, customers=80, files=2, seed=42)  # updates and deletes too
+    # Customer updates and deletes too.
+    generate_input(str(landing), ["retail"], records=300, customers=80, files=2, seed=42)
     run_available_now(spark, config)
 
     for table in config.tables():

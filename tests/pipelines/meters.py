@@ -4,8 +4,6 @@ readings, bronze, then each meter's latest reading in gold. Loaded through
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -24,11 +22,9 @@ from medallion.declarations import (
 from medallion.pipelines import register
 from medallion.streams.sinks import (
     Trigger,
-    idempotent_writes,
-    merge_into,
+    merging_batches,
     start_append,
     start_delta_foreach_batch,
-    transaction_app_id,
 )
 from medallion.streams.sources import input_lines
 from medallion.transforms.bronze import to_bronze
@@ -60,33 +56,27 @@ def start_readings(spark: SparkSession, config: Config, trigger: Trigger) -> Str
     )
 
 
-def latest_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
-    """Each meter's newest valid reading of the batch, merged only over an older one."""
-    table = config.table(LATEST.key)
-    app_id = transaction_app_id("gold_meter_latest", checkpoint)
+def newest_per_meter(batch: DataFrame) -> DataFrame:
+    """Each meter's newest valid reading of the batch."""
+    rows = batch.where(
+        "meter_id IS NOT NULL AND reading RLIKE '^-?[0-9]+$' AND read_at IS NOT NULL"
+    ).select(
+        "meter_id",
+        F.col("reading").cast("bigint").alias("reading"),
+        F.to_timestamp("read_at").alias("read_at"),
+    )
+    newest = Window.partitionBy("meter_id").orderBy(F.desc("read_at"), F.desc("reading"))
+    return rows.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n")
 
-    def process(batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        rows = batch.where(
-            "meter_id IS NOT NULL AND reading RLIKE '^-?[0-9]+$' AND read_at IS NOT NULL"
-        ).select(
-            "meter_id",
-            F.col("reading").cast("bigint").alias("reading"),
-            F.to_timestamp("read_at").alias("read_at"),
-        )
-        newest = Window.partitionBy("meter_id").orderBy(F.desc("read_at"), F.desc("reading"))
-        latest = rows.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n")
-        with idempotent_writes(spark, app_id(spark), batch_id):
-            merge_into(
-                spark,
-                table,
-                latest,
-                ["meter_id"],
-                "WHEN MATCHED AND s.read_at > t.read_at THEN UPDATE SET * "
-                "WHEN NOT MATCHED THEN INSERT *",
-            )
 
-    return process
+# Merged over an older reading only.
+latest_batch = merging_batches(
+    "gold_meter_latest",
+    LATEST.key,
+    newest_per_meter,
+    ["meter_id"],
+    "WHEN MATCHED AND s.read_at > t.read_at THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+)
 
 
 def start_latest(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:

@@ -56,15 +56,22 @@ def unregister(name: str) -> None:
 
 
 def pipelines(names: Sequence[str] = ()) -> list[Pipeline]:
-    """The registered pipelines named (all of them when ``names`` is empty), in registration
-    order; :class:`KeyError` names the known ones when a name is unknown."""
+    """The registered pipelines named (all of them when ``names`` is empty), by name;
+    :class:`KeyError` names the known ones when a name is unknown."""
     _discover()
+    known = sorted(_REGISTERED)
     unknown = [n for n in names if n not in _REGISTERED]
     if unknown:
         raise KeyError(
-            f"unknown pipeline {', '.join(map(repr, unknown))}; known: {', '.join(_REGISTERED)}"
+            f"unknown pipeline {', '.join(map(repr, unknown))}; known: {', '.join(known)}"
         )
-    return [p for p in _REGISTERED.values() if not names or p.name in names]
+    return [_REGISTERED[n] for n in known if not names or n in names]
+
+
+def owners(flows: Sequence[Flow]) -> tuple[str, ...]:
+    """The names of the pipelines that declare ``flows`` (a flow no pipeline declares has none)."""
+    names = {f.name for f in flows}
+    return tuple(p.name for p in pipelines() if names & {f.name for f in p.flows})
 
 
 def generate_input(

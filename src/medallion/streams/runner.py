@@ -24,6 +24,7 @@ from medallion.locks import stream_locks
 from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, monitored, progress_table
 from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_in
 from medallion.parallel import in_parallel
+from medallion.pipelines import owners
 from medallion.session import is_connect_session
 from medallion.storage import folder_exists
 from medallion.streams import fusion
@@ -257,6 +258,21 @@ def with_input(spark: SparkSession, config: Config) -> Config | None:
     return config.with_options(pipelines=names) if names else None
 
 
+def _chosen(
+    spark: SparkSession, config: Config, flows: Sequence[Flow] | None
+) -> tuple[Config, tuple[Flow, ...]] | None:
+    """The Config narrowed to the pipelines that run, and the flows to run: ``flows`` (the
+    Config narrowed to the pipelines declaring them, so no other pipeline's tables are made),
+    or else every flow of the pipelines :func:`with_input` finds; None when it finds none."""
+    if flows is not None:
+        flows = tuple(flows)
+        if not config.pipelines and owners(flows):
+            config = config.with_options(pipelines=owners(flows))
+        return config, flows
+    narrowed = with_input(spark, config)
+    return None if narrowed is None else (narrowed, narrowed.flows())
+
+
 def _has_landing(spark: SparkSession, config: Config, pipeline: Pipeline) -> bool:
     datasets = {f.source.dataset for f in pipeline.flows if isinstance(f.source, Landing)}
     return any(folder_exists(spark, config.landing_dir(d)) for d in sorted(datasets))
@@ -400,12 +416,10 @@ def run_available_now(
 
     The run holds its streams' locks: a second writer of any of them is refused.
     """
-    if flows is None:
-        narrowed = with_input(spark, config)
-        if narrowed is None:
-            return _nothing_to_run(config)
-        config = narrowed
-    flows = config.flows() if flows is None else tuple(flows)
+    chosen = _chosen(spark, config, flows)
+    if chosen is None:
+        return _nothing_to_run(config)
+    config, flows = chosen
     with _locks(config, flows, "available now"):
         return _run_available_now(spark, config, flows, register_names)
 
@@ -582,12 +596,10 @@ def run_streaming(
     raises :class:`PipelineError`. The run holds its streams' locks until it ends.
     ``register_names`` as for :func:`run_available_now`.
     """
-    if flows is None:
-        narrowed = with_input(spark, config)
-        if narrowed is None:
-            return _nothing_to_run(config)
-        config = narrowed
-    flows = config.flows() if flows is None else tuple(flows)
+    chosen = _chosen(spark, config, flows)
+    if chosen is None:
+        return _nothing_to_run(config)
+    config, flows = chosen
     with _locks(config, flows, "stream"):
         return _run_streaming(spark, config, stop, flows, register_names)
 

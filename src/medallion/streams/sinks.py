@@ -175,6 +175,31 @@ def start_foreach_batch(
 BatchFactory = Callable[[Config, str], Callable[[DataFrame, int], None]]
 
 
+def merging_batches(
+    stream_name: str,
+    table_key: str,
+    rows: Callable[[DataFrame], DataFrame],
+    keys: Sequence[str],
+    clauses: str,
+) -> BatchFactory:
+    """The batch factory of a stream that MERGEs ``rows(batch)`` into one table on ``keys``
+    with ``clauses``, tagged with the stream's ``txnAppId`` and the batch id: a batch replayed
+    after a crash merges nothing twice."""
+
+    def make_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+        table = config.table(table_key)
+        app_id = transaction_app_id(stream_name, checkpoint)
+
+        def process(batch: DataFrame, batch_id: int) -> None:
+            spark = batch.sparkSession
+            with idempotent_writes(spark, app_id(spark), batch_id):
+                merge_into(spark, table, rows(batch), keys, clauses)
+
+        return process
+
+    return make_batch
+
+
 def start_delta_foreach_batch(
     spark: SparkSession,
     config: Config,

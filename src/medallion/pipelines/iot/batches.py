@@ -27,8 +27,7 @@ from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.sinks import (
     Trigger,
     append_batch,
-    idempotent_writes,
-    merge_into,
+    merging_batches,
     start_append,
     start_delta_foreach_batch,
     transaction_app_id,
@@ -74,45 +73,24 @@ def silver_batch(config: Config, checkpoint: str) -> Batch:
     return process
 
 
-def status_batch(config: Config, checkpoint: str) -> Batch:
-    """Each device's newest reading, merged over an older one only: a late reading never
-    replaces a newer one."""
-    status = config.table(t.STATUS.key)
-    app_id = transaction_app_id("gold_device_status", checkpoint)
-
-    def process(batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        with idempotent_writes(spark, app_id(spark), batch_id):
-            merge_into(
-                spark,
-                status,
-                latest_per_device(batch),
-                ["device_id"],
-                "WHEN MATCHED AND s.reading_timestamp > t.reading_timestamp THEN UPDATE SET * "
-                "WHEN NOT MATCHED THEN INSERT *",
-            )
-
-    return process
-
-
-def minute_batch(config: Config, checkpoint: str) -> Batch:
-    """The batch's readings (new to silver, which only appends) added to their minutes' rows,
-    however old the minute."""
-    minutes = config.table(t.MINUTE_METRICS.key)
-    app_id = transaction_app_id("gold_device_minute_metrics", checkpoint)
-
-    def process(batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        with idempotent_writes(spark, app_id(spark), batch_id):
-            merge_into(
-                spark,
-                minutes,
-                minute_increments(batch),
-                ["device_id", "minute_start"],
-                add_minutes_clauses(),
-            )
-
-    return process
+# A late, older reading never replaces a newer one.
+_NEWER_READING_WINS = (
+    "WHEN MATCHED AND s.reading_timestamp > t.reading_timestamp THEN UPDATE SET * "
+    "WHEN NOT MATCHED THEN INSERT *"
+)
+# Each device's newest reading of the batch, merged over an older one only.
+status_batch = merging_batches(
+    "gold_device_status", t.STATUS.key, latest_per_device, ["device_id"], _NEWER_READING_WINS
+)
+# The batch's readings (new to silver, which only appends) added to their minutes' rows,
+# however old the minute.
+minute_batch = merging_batches(
+    "gold_device_minute_metrics",
+    t.MINUTE_METRICS.key,
+    minute_increments,
+    ["device_id", "minute_start"],
+    add_minutes_clauses(),
+)
 
 
 def start_silver(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
