@@ -8,12 +8,14 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from iot_oracle import expected_from, parse
 
-from medallion.config import Config
+from medallion.config import Config, KafkaSourceOptions
 from medallion.generate import FaultRates, write_file_atomically
 from medallion.pipelines import pipelines
 from medallion.pipelines.iot.batches import minute_batch, silver_batch, status_batch
+from medallion.pipelines.iot.generator import DATASET, reading_lines
 from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table
 
@@ -149,3 +151,28 @@ def test_a_replayed_batch_writes_nothing_twice(spark, dirs):
     assert minute.temperature_avg == 19.25 / 2
     (status,) = read_table(spark, config.table("gold/device_status")).collect()
     assert (status.status, status.temperature) == ("warning", Decimal("-1.2500"))
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_iot_from_its_topic_matches_its_oracle(spark, kafka_broker, tmp_path):
+    """With ``--source kafka`` the IoT pipeline reads the topic of its dataset's name."""
+    from kafka_broker import produce
+
+    kafka_broker.create_topic(DATASET, partitions=2)
+    lines = reading_lines(300, seed=8, faults=FAULTS)
+    produce(kafka_broker.bootstrap, DATASET, lines)
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    # What the oracle reads: the same lines, in the order they were produced. Re-sent copies
+    # are byte for byte, so which copy arrives first changes nothing.
+    write_file_atomically(str(landing / DATASET), "produced.json", lines)
+    config = Config(
+        landing=str(lake),
+        lake=str(lake),
+        source="kafka",
+        kafka=KafkaSourceOptions(bootstrap_servers=kafka_broker.bootstrap),
+        pipelines=("iot",),
+    )
+    run_available_now(spark, config)
+    assert read_table(spark, config.table("bronze/device_readings")).count() == len(lines)
+    _check(spark, config, landing)
