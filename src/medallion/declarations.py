@@ -11,7 +11,7 @@ holds the only place each of its tables and flows is described.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -119,6 +119,11 @@ class Flow:
         """What it reads, for people: ``silver/events + silver/customers``."""
         feed = " (change data feed)" if self.change_feed else ""
         return " + ".join((f"{self.source.key}{feed}", *(t.key for t in self.joins)))
+
+
+def landing_datasets(flows: Sequence[Flow]) -> list[str]:
+    """The datasets some of ``flows`` read as input records (``landing/<dataset>``), sorted."""
+    return sorted({f.source.dataset for f in flows if isinstance(f.source, Landing)})
 
 
 # Writes synthetic input into a landing folder: (landing, records, files, seed, faults, and

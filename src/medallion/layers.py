@@ -30,7 +30,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from medallion.config import Config, ConfigError, KafkaSourceOptions, quote_identifier
-from medallion.declarations import Landing
+from medallion.declarations import landing_datasets
 from medallion.session import is_connect_session
 from medallion.streams.flows import Flow, all_flows, fusion_head
 from medallion.streams.runner import RunReport, TableSummary, run_available_now, run_streaming
@@ -229,11 +229,6 @@ def volume_of(path: str) -> tuple[str, str, str] | None:
     if len(parts) < 3 or not all(parts[:3]):
         raise ConfigError(f"a volume path is /Volumes/<catalog>/<schema>/<volume>/...: {path!r}")
     return parts[0], parts[1], parts[2]
-
-
-def landing_datasets(flows: Sequence[Flow]) -> list[str]:
-    """The datasets some of ``flows`` read from landing files (``landing/<dataset>``)."""
-    return sorted({f.source.dataset for f in flows if isinstance(f.source, Landing)})
 
 
 def prepare_storage(

@@ -109,6 +109,13 @@ def commits_after(spark: SparkSession, table: TableRef, version: int) -> list[Co
     return commits
 
 
+def table_id(spark: SparkSession, table: TableRef, version: int) -> str | None:
+    """The table's id at ``version``, from that version's checksum file; None when it cannot
+    be told."""
+    metadata = (checksum(spark, table, version) or {}).get("metadata") or {}
+    return metadata.get("id")
+
+
 def latest_checksum(spark: SparkSession, table: TableRef) -> dict[str, Any] | None:
     """The checksum file of the table's latest version (:func:`checksum`); None also when its
     log cannot be listed from here."""

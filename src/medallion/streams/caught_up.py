@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from medallion.config import Config
 from medallion.ops import checkpoints
 from medallion.streams.flows import Flow, fusion_head
-from medallion.tables import checksum, committed_version
+from medallion.tables import committed_version, table_id
 
 
 def has_read_everything(spark: SparkSession, config: Config, flow: Flow) -> bool:
@@ -38,9 +38,10 @@ def has_read_everything(spark: SparkSession, config: Config, flow: Flow) -> bool
         latest = committed_version(spark, table)
     except LookupError:
         return False
-    # The id from the very version compared, not from a newer one committed meanwhile.
-    recorded = checksum(spark, table, latest) if latest is not None else None
-    if recorded is None:
+    if latest is None:
         return False
-    table_id = (recorded.get("metadata") or {}).get("id")
-    return position.table_id == table_id and position.version > latest
+    # The id from the very version compared, not from a newer one committed meanwhile.
+    recorded_id = table_id(spark, table, latest)
+    return (
+        recorded_id is not None and position.table_id == recorded_id and position.version > latest
+    )

@@ -25,19 +25,13 @@ import numpy as np
 from pyspark.sql import SparkSession
 
 from medallion.config import TableRef
-from medallion.tables import checksum, commits_after
+from medallion.tables import commits_after, table_id
 
 log = logging.getLogger(__name__)
 
 _MANIFEST = "index.json"
 # Bumped whenever the hashing or the file layout changes: an older index is then read again.
 _FORMAT = 1
-
-
-def table_id(spark: SparkSession, table: TableRef, version: int) -> str | None:
-    """The table's id at ``version`` (from its checksum file); None when it cannot be told."""
-    recorded = checksum(spark, table, version)
-    return (recorded or {}).get("metadata", {}).get("id")
 
 
 class KeyIndexStore:

@@ -25,8 +25,8 @@ from pyspark.sql import functions as F
 
 from medallion.config import TableRef
 from medallion.storage import local_path
-from medallion.streams.key_index_store import KeyIndexStore, table_id
-from medallion.tables import commits_after, committed_version, read_table
+from medallion.streams.key_index_store import KeyIndexStore
+from medallion.tables import commits_after, committed_version, read_table, table_id
 
 log = logging.getLogger(__name__)
 

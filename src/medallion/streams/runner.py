@@ -17,7 +17,7 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.compaction import BackgroundCompactor, compact_fragmented
 from medallion.config import Config, TableRef
 from medallion.conflicts import is_concurrent_metadata_change
-from medallion.declarations import Landing, Pipeline
+from medallion.declarations import Pipeline, landing_datasets
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
@@ -266,20 +266,22 @@ def _chosen(
     or else every flow of the pipelines :func:`with_input` finds; None when it finds none."""
     if flows is not None:
         flows = tuple(flows)
-        if not config.pipelines and owners(flows):
-            config = config.with_options(pipelines=owners(flows))
+        declaring = owners(flows)
+        if not config.pipelines and declaring:
+            config = config.with_options(pipelines=declaring)
         return config, flows
     narrowed = with_input(spark, config)
     return None if narrowed is None else (narrowed, narrowed.flows())
 
 
 def _has_landing(spark: SparkSession, config: Config, pipeline: Pipeline) -> bool:
-    datasets = {f.source.dataset for f in pipeline.flows if isinstance(f.source, Landing)}
-    return any(folder_exists(spark, config.landing_dir(d)) for d in sorted(datasets))
+    return any(
+        folder_exists(spark, config.landing_dir(d)) for d in landing_datasets(pipeline.flows)
+    )
 
 
 def _nothing_to_run(config: Config) -> RunReport:
-    datasets = sorted({f.source.dataset for f in config.flows() if isinstance(f.source, Landing)})
+    datasets = landing_datasets(config.flows())
     log.warning(
         "nothing to run: no pipeline has input under %s (%s) or tables in %s; land files, or "
         "name a pipeline with --pipeline",
@@ -295,8 +297,7 @@ def _prepare(
 ) -> None:
     progress = (progress_table(config), PROGRESS_SCHEMA, PROGRESS_PROPERTIES)
     ensure_tables(spark, config, [progress, gaps_table_spec(config)], register_names)
-    datasets = {f.source.dataset for f in flows if isinstance(f.source, Landing)}
-    for dataset in sorted(datasets) if config.source == "files" else ():
+    for dataset in landing_datasets(flows) if config.source == "files" else ():
         path = config.landing_dir(dataset)
         if "://" not in path and not path.startswith("/Volumes/"):
             os.makedirs(path, exist_ok=True)
