@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import Config
+from medallion.config import Config, TableRef
 from medallion.declarations import Landing
 from medallion.gaps import Gap, checked_through, gaps_table, mark_checked, recorded_gaps
 from medallion.gaps import record_gaps as append_gaps
@@ -292,15 +292,13 @@ def _ranges(
     return ranges, gaps
 
 
-def _first_written(spark: SparkSession, config: Config, stream: str, ranges: list[_Range]):
+def _first_written(spark: SparkSession, bronze_table: TableRef, ranges: list[_Range]):
     """The smallest offset bronze holds of each range, from that range's batch (one query)."""
     schema = "rid INT, ts BIGINT, topic STRING, kafka_partition INT, start BIGINT, until BIGINT"
     rows = [(i, r.timestamp_ms, r.topic, r.partition, r.start, r.end) for i, r in enumerate(ranges)]
     wanted = spark.createDataFrame(rows, schema).withColumn("ingested", F.timestamp_millis("ts"))
     stamps = sorted({r.timestamp_ms for r in ranges})
-    bronze_of = _bronze_of(stream)
-    assert bronze_of is not None
-    bronze = read_table(spark, config.table(bronze_of[1])).where(
+    bronze = read_table(spark, bronze_table).where(
         F.col("_ingested_at").isin(*[F.timestamp_millis(F.lit(ms)) for ms in stamps])
     )  # only the files of these batches (Delta's data skipping on _ingested_at)
     joined = bronze.join(
@@ -425,7 +423,7 @@ def _find_gaps(
     assert bronze is not None
     table = config.table(bronze[1])
     if ranges and table_exists(spark, table):
-        written = _first_written(spark, config, stream, ranges)
+        written = _first_written(spark, table, ranges)
         suspects = []
         for i, found in enumerate(ranges):
             first_offset = written.get(i)
