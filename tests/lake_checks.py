@@ -150,3 +150,84 @@ def daily_revenue(spark, config: Config) -> dict:
     return {
         (r.event_date, r.country): {"revenue": r.revenue, "purchases": r.purchases} for r in rows
     }
+
+
+def assert_banking_matches(spark, config: Config, expected) -> None:
+    """The banking tables equal the oracle's (tests/banking_oracle.py)."""
+
+    def table(key):
+        return read_table(spark, config.table(key))
+
+    accounts = {r.account_id: r for r in table("silver/accounts").collect()}
+    assert set(accounts) == set(expected.accounts)
+    for key, want in expected.accounts.items():
+        got = accounts[key]
+        assert (got.risk_score, got.opened_at, got.avg_transaction_amount, got.country) == (
+            want["risk_score"],
+            want["opened_at"],
+            want["avg_transaction_amount"],
+            want["country"],
+        ), key
+        assert (got.sequence_num, got.operation) == (want["sequence_num"], want["operation"])
+    assert table("silver/accounts_quarantine").count() == expected.quarantined_accounts
+    assert table("silver/transactions_quarantine").count() == expected.quarantined_transactions
+    assert (
+        table("silver/transactions_quarantine").where("reason IS NULL OR reason = ''").count() == 0
+    )
+
+    silver = {r.transaction_id: r.asDict() for r in table("silver/transactions").collect()}
+    assert set(silver) == set(expected.transactions)
+    for key, want in expected.transactions.items():
+        assert {c: silver[key][c] for c in want} == want, key
+    alerts = table("gold/fraud_alerts").collect()
+    assert len(alerts) == len({a.transaction_id for a in alerts})  # each alert once
+    assert {
+        a.transaction_id: (a.account_id, a.amount, a.transaction_timestamp, a.alert_reasons)
+        for a in alerts
+    } == expected.alerts()
+    daily = {
+        (r.account_id, r.event_date): (
+            r.transactions,
+            r.amount,
+            r.flagged_transactions,
+            r.flagged_amount,
+            r.max_amount,
+        )
+        for r in table("gold/account_daily_activity").collect()
+    }
+    assert daily == expected.daily_activity()
+
+
+def iot_silver(spark, config) -> dict:
+    rows = read_table(spark, config.table("silver/device_readings")).collect()
+    return {(r.device_id, r.reading_timestamp): (r.temperature, r.humidity, r.status) for r in rows}
+
+
+def assert_iot_matches(spark, config: Config, expected) -> None:
+    """The IoT tables equal the oracle's (tests/iot_oracle.py)."""
+    silver = iot_silver(spark, config)
+    want = {
+        (k[0], k[1].replace(tzinfo=None)): (v["temperature"], v["humidity"], v["status"])
+        for k, v in expected.silver.items()
+    }
+    assert silver == want
+    quarantine = read_table(spark, config.table("silver/device_readings_quarantine"))
+    assert quarantine.count() == expected.quarantined
+    assert quarantine.where("reason IS NULL OR reason = ''").count() == 0
+    status = {
+        r.device_id: (r.reading_timestamp, r.temperature)
+        for r in read_table(spark, config.table("gold/device_status")).collect()
+    }
+    assert status == {
+        d: (r["reading_timestamp"].replace(tzinfo=None), r["temperature"])
+        for d, r in expected.status().items()
+    }
+    minutes = {
+        (r.device_id, r.minute_start): r.asDict()
+        for r in read_table(spark, config.table("gold/device_minute_metrics")).collect()
+    }
+    want_minutes = {(k[0], k[1].replace(tzinfo=None)): v for k, v in expected.minutes().items()}
+    assert set(minutes) == set(want_minutes)
+    for key, row in want_minutes.items():
+        got = minutes[key]
+        assert {c: got[c] for c in row} == row, key

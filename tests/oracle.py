@@ -96,7 +96,7 @@ def parse_timestamp(text: str) -> datetime | None:
 
 def event_is_valid(line: str) -> dict | None:
     """The event as a dict of silver values when the line is a valid event, else None."""
-    doc = _strict_object(line)
+    doc = strict_object(line)
     if doc is None:
         return None
     for key in ("event_id", "event_type", "user_id", "product_id"):
@@ -151,7 +151,7 @@ class Expected:
     gold: dict[tuple[datetime, str], dict] = field(default_factory=dict)
 
 
-def _missing_first(value) -> tuple:
+def missing_first(value) -> tuple:
     """A sort key for an optional value: a missing one (None, Spark's NULL) first."""
     return (value is not None, value if value is not None else "")
 
@@ -164,8 +164,8 @@ def event_content_key(event: dict) -> tuple:
         event["event_type"],
         event["user_id"],
         event["product_id"],
-        _missing_first(event["category"]),
-        _missing_first(event["revenue"]),
+        missing_first(event["category"]),
+        missing_first(event["revenue"]),
     )
 
 
@@ -243,7 +243,7 @@ def _json_number(text: str) -> Decimal | float:
         return Decimal(0) if not mantissa.strip("-0.") else float(text)
 
 
-def _strict_object(line: str):
+def strict_object(line: str):
     if "\ufffd" in line:  # bytes that were not UTF-8
         return None
     try:
@@ -261,7 +261,7 @@ def _strict_object(line: str):
 
 def customer_change(line: str) -> dict | None:
     """The change as a dict when the line is a valid customer change, else None."""
-    doc = _strict_object(line)
+    doc = strict_object(line)
     if doc is None:
         return None
     customer_id = doc.get("customer_id")
@@ -302,9 +302,7 @@ def change_key(change: dict) -> tuple:
     """README's order of the changes of one customer: :func:`sequence_key`, then the content
     (name, email, country, segment, a missing value lowest); the greatest change wins, so
     changes that tie on the sequence key are decided by content, never by arrival."""
-    content = tuple(
-        _missing_first(change[name]) for name in ("name", "email", "country", "segment")
-    )
+    content = tuple(missing_first(change[name]) for name in ("name", "email", "country", "segment"))
     return (sequence_key(change), *content)
 
 

@@ -11,7 +11,13 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from medallion.config import Config, ConfigError, DeltaSourceOptions, KafkaSourceOptions
+from medallion.config import (
+    Config,
+    ConfigError,
+    DeltaSourceOptions,
+    KafkaSourceOptions,
+    parse_settings,
+)
 from medallion.ops.cli import add_pipeline_argument
 
 log = logging.getLogger("medallion")
@@ -194,6 +200,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_delta_source(run)
     add_pipeline_argument(run, default="every pipeline with input")
     run.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline setting, such as a rule's threshold (repeatable; "
+        "`medallion pipelines` lists them)",
+    )
+    run.add_argument(
         "--carry-column",
         action="append",
         default=[],
@@ -292,6 +307,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         delta_source=delta_source_options_from_args(args),
         extra_event_columns=tuple(args.carry_column),
         pipelines=tuple(args.pipeline),
+        settings=parse_settings(args.settings),
     )
     config.declared_pipelines()  # an unknown name is an error before Spark starts
     stop = threading.Event()

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from medallion.declarations import Flow, Pipeline
+    from medallion.declarations import Flow, Pipeline, Setting
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
@@ -232,6 +234,24 @@ def _extra_columns(names: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
     return names
 
 
+def parse_settings(pairs: str | Sequence[str]) -> dict[str, str]:
+    """Settings written ``NAME=VALUE``, as a list or comma-separated (a job parameter).
+
+    >>> parse_settings("fraud_risk_score_above=0.9, fraud_new_account_days=14")
+    {'fraud_risk_score_above': '0.9', 'fraud_new_account_days': '14'}
+    """
+    items = pairs.split(",") if isinstance(pairs, str) else pairs
+    settings: dict[str, str] = {}
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        name, equals, value = item.partition("=")
+        if not equals or not value.strip():
+            raise ConfigError(f"a setting is written NAME=VALUE, not {item!r}")
+        settings[validate_identifier(name.strip(), "setting name")] = value.strip()
+    return settings
+
+
 @dataclass(frozen=True)
 class Config:
     """Names, paths, sources and triggers for one deployment of the pipeline.
@@ -277,6 +297,8 @@ class Config:
     extra_event_columns: tuple[str, ...] = ()
     # The pipelines this deployment covers (medallion/pipelines); empty: every registered one.
     pipelines: tuple[str, ...] = ()
+    # Values of the pipelines' settings (declarations.Setting), by name, as text.
+    settings: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.catalog is not None:
@@ -306,6 +328,22 @@ class Config:
         names = (self.pipelines,) if isinstance(self.pipelines, str) else self.pipelines
         names = tuple(validate_identifier(n, "pipeline name") for n in names)
         object.__setattr__(self, "pipelines", tuple(dict.fromkeys(names)))
+        for name, value in self.settings.items():
+            self._declared_setting(name).parse(value)
+
+    def _declared_setting(self, name: str) -> Setting:
+        from medallion.pipelines import declared_setting
+
+        try:
+            return declared_setting(name)
+        except KeyError as error:
+            raise ConfigError(str(error.args[0])) from None
+
+    def setting(self, name: str) -> Decimal:
+        """The value of a pipeline's setting: the one given, else its declared default."""
+        declared = self._declared_setting(name)
+        given = self.settings.get(name)
+        return declared.default if given is None else declared.parse(given)
 
     @property
     def uses_unity_catalog(self) -> bool:

@@ -59,8 +59,9 @@ class FieldRule:
     """One input field: its name, kind, whether it must be present, and its allowed values.
 
     Kinds: ``string``, ``money`` (a JSON number >= 0 that fits DECIMAL(18,4)), ``decimal``
-    (any JSON number that fits DECIMAL(18,4), negative too), ``integer`` (a JSON integer that
-    fits BIGINT) and ``timestamp`` (an ISO-8601 string with a zone).
+    (any JSON number that fits DECIMAL(18,4), negative too), ``number`` (any finite JSON
+    number, as a DOUBLE: a score, not an amount), ``integer`` (a JSON integer that fits BIGINT)
+    and ``timestamp`` (an ISO-8601 string with a zone).
     """
 
     name: str
@@ -97,6 +98,7 @@ _JSON_KIND_OF = {
     "timestamp": "string",
     "money": "number",
     "decimal": "number",
+    "number": "number",
     "integer": "number",
 }
 _EXACT_NUMBER_KINDS = ("money", "decimal")
@@ -245,7 +247,8 @@ def field_text(name: str) -> Column:
 def field_value(name: str) -> Column:
     """A field's typed value after :func:`with_field_values`: TIMESTAMP for a timestamp field
     (NULL unless ISO-8601 with a zone), DECIMAL(18,4) for money (NULL unless the number is
-    exactly that: see :func:`money_value`), BIGINT for an integer, text otherwise."""
+    exactly that: see :func:`money_value`), BIGINT for an integer, DOUBLE for a number (NULL
+    unless finite), text otherwise."""
     return F.col(_hidden("typed", name))
 
 
@@ -292,6 +295,10 @@ def field_value_stages(
             ]
         elif rule.kind == "integer":
             columns.append(integer_value(value).alias(_hidden("typed", rule.name)))
+        elif rule.kind == "number":
+            number = F.try_variant_get(value, "$", "double")
+            finite = ~F.isnan(number) & (F.abs(number) != float("inf"))
+            columns.append(F.when(finite, number).alias(_hidden("typed", rule.name)))
         else:
             columns.append(text.alias(_hidden("typed", rule.name)))
     derived = [
@@ -323,14 +330,14 @@ def apply_stages(df: DataFrame, stages: Sequence[Sequence[Column]]) -> DataFrame
     return df
 
 
-def _field_missing(name: str) -> Column:
+def field_missing(name: str) -> Column:
     """True when the field is absent or JSON null."""
     return F.col(_hidden("value", name)).isNull() | (F.col(_hidden("schema", name)) == "VOID")
 
 
 def _field_rules(rule: FieldRule) -> list[Rule]:
     schema = F.col(_hidden("schema", rule.name))
-    missing = _field_missing(rule.name)
+    missing = field_missing(rule.name)
     expected = _JSON_KIND_OF[rule.kind]
     right_kind = _has_kind(schema, expected)
     well_typed = ~missing & right_kind
@@ -399,6 +406,12 @@ def _field_rules(rule: FieldRule) -> list[Rule]:
                 F.concat(F.lit(f"{rule.name} must be an integer, got "), F.substring(text, 1, 64)),
             )
         )
+    if rule.kind == "number":
+        rules.append(
+            _rule(
+                well_typed & field_value(rule.name).isNull(), f"{rule.name} is not a finite number"
+            )
+        )
     if rule.kind in _EXACT_NUMBER_KINDS:
         as_double = F.col(_hidden("double", rule.name))
         not_finite = as_double.isNull() | F.isnan(as_double) | (F.abs(as_double) == float("inf"))
@@ -463,7 +476,7 @@ def event_reason(raw: Column, doc: Column) -> Column:
     """Why a raw event line is not a valid event, or NULL when it is valid (reads the columns
     of ``with_field_values(..., EVENT_FIELDS)``)."""
     is_purchase = field_text("event_type") == "purchase"
-    no_revenue = _rule(is_purchase & _field_missing("revenue"), "purchase without revenue")
+    no_revenue = _rule(is_purchase & field_missing("revenue"), "purchase without revenue")
     return record_reason(raw, doc, EVENT_FIELDS, (no_revenue,))
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 
-from medallion.config import validate_identifier
+from medallion.config import ConfigError, validate_identifier
 
 LAYERS = ("bronze", "silver", "gold")
 
@@ -126,6 +127,30 @@ def landing_datasets(flows: Sequence[Flow]) -> list[str]:
     return sorted({f.source.dataset for f in flows if isinstance(f.source, Landing)})
 
 
+@dataclass(frozen=True)
+class Setting:
+    """A number a pipeline's flows read from the configuration, such as a rule's threshold:
+    ``medallion run --set NAME=VALUE`` locally, the ``settings`` job parameter on Databricks."""
+
+    name: str
+    default: Decimal
+    help: str
+    minimum: Decimal = Decimal(0)
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.name, "setting name")
+
+    def parse(self, text: str) -> Decimal:
+        """The value ``text`` gives; :class:`ConfigError` unless a number >= the minimum."""
+        try:
+            value = Decimal(text.strip())
+        except InvalidOperation:
+            raise ConfigError(f"setting {self.name} must be a number, not {text!r}") from None
+        if not value.is_finite() or value < self.minimum:
+            raise ConfigError(f"setting {self.name} must be a number >= {self.minimum}: {text!r}")
+        return value
+
+
 # Writes synthetic input into a landing folder: (landing, records, files, seed, faults, and
 # keyword sizes of other datasets it may ignore) -> the paths written, by dataset.
 Generator = Callable[..., dict[str, list[str]]]
@@ -133,13 +158,14 @@ Generator = Callable[..., dict[str, list[str]]]
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A named set of tables, the flows that write them, and the generator of synthetic input
-    for it (``medallion generate --pipeline NAME``)."""
+    """A named set of tables, the flows that write them, the generator of synthetic input for
+    it (``medallion generate --pipeline NAME``) and the settings its flows read."""
 
     name: str
     tables: tuple[Table, ...]
     flows: tuple[Flow, ...] = field(default=())
     generate: Generator | None = field(default=None, compare=False)
+    settings: tuple[Setting, ...] = ()
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "pipeline name")

@@ -11,7 +11,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -290,6 +290,36 @@ def write_file_atomically(
 def _split(lines: list[str], parts: int) -> list[list[str]]:
     size = -(-len(lines) // parts) if lines else 0
     return [lines[i * size : (i + 1) * size] for i in range(parts)]
+
+
+def faulty_line(
+    rng: random.Random,
+    record: dict,
+    faults: FaultRates,
+    invalid: Callable[[random.Random, dict], dict],
+) -> tuple[str, bool]:
+    """``record`` as a JSON line, or, at the fault rates, cut short (malformed) or broken by
+    ``invalid``; and whether the line is the record as it is."""
+    roll = rng.random()
+    if roll < faults.malformed:
+        return json.dumps(record)[: rng.randrange(5, 30)], False
+    if roll < faults.malformed + faults.invalid:
+        return json.dumps(invalid(rng, record)), False
+    return json.dumps(record), True
+
+
+def write_in_files(
+    landing: str, dataset: str, prefix: str, lines: list[str], files: int
+) -> list[str]:
+    """Write ``lines`` to ``landing/dataset/`` in ``files`` files named ``<prefix>-NNNNN.json``,
+    landed in name order (each file's modification time after the one before, in
+    milliseconds), so the file source reads them in that order. Returns the paths written."""
+    written: list[str] = []
+    for i, chunk in enumerate(_split(lines, max(files, 1))):
+        after = os.stat(written[-1]).st_mtime_ns if written else None
+        name = f"{prefix}-{i:05d}.json"
+        written.append(write_file_atomically(f"{landing}/{dataset}", name, chunk, False, after))
+    return written
 
 
 def generate(

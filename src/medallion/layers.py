@@ -29,7 +29,13 @@ from dataclasses import dataclass, fields
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from medallion.config import Config, ConfigError, KafkaSourceOptions, quote_identifier
+from medallion.config import (
+    Config,
+    ConfigError,
+    KafkaSourceOptions,
+    parse_settings,
+    quote_identifier,
+)
 from medallion.declarations import landing_datasets
 from medallion.session import is_connect_session
 from medallion.streams.flows import Flow, all_flows, fusion_head
@@ -63,6 +69,8 @@ class TaskParams:
     max_files_per_trigger: str = ""
     # The pipelines the task runs (comma-separated; medallion/pipelines), empty: all of them.
     pipeline: str = ""
+    # Pipeline settings, NAME=VALUE comma-separated (``medallion pipelines`` lists them).
+    settings: str = ""
     flows: str = ""
     # Bronze's input: landing files, or Kafka topics (docs/kafka.md). The credentials are never
     # parameters: they are read from the secret scope ``kafka_secret_scope`` names (on
@@ -121,6 +129,7 @@ class TaskParams:
             )
         return Config(
             pipelines=tuple(p.strip() for p in self.pipeline.split(",") if p.strip()),
+            settings=parse_settings(self.settings),
             # The Kafka source reads no landing files; its Config still names a folder.
             landing=_absolute(self.landing or (self.lake if self.source == "kafka" else "")),
             lake=_absolute(self.lake),
@@ -165,24 +174,32 @@ def resolve_file_source(choice: str = "auto") -> str:
 
 
 def notebook_params(namespace: Mapping[str, object]) -> TaskParams:
-    """A notebook's :class:`TaskParams`: its parameter variables, overridden by widgets.
+    """A notebook's :class:`TaskParams`: every parameter, from a widget, else a variable.
 
-    ``namespace`` is the notebook's ``globals()``. Its variables named like the parameters are
-    the local defaults (a job run outside Databricks injects its values into them). On
-    Databricks, where ``dbutils`` exists, each becomes a text widget with that default, and the
-    widget's value (the job parameter, when a job runs the notebook) wins.
+    ``namespace`` is the notebook's ``globals()``. Its variables named like parameters are the
+    local defaults (a job run outside Databricks injects its values into them); a parameter
+    without one defaults as :class:`TaskParams` does. On Databricks, where ``dbutils`` exists,
+    each parameter is a text widget with that default, and the widget's value (the job's or
+    the task's parameter, when a job runs the notebook) wins. So every notebook takes every
+    parameter, and its parameters cell only holds what differs on a laptop.
     """
-    return TaskParams.from_mapping(widget_values(namespace, [f.name for f in fields(TaskParams)]))
+    defaults = {f.name: namespace.get(f.name, f.default) for f in fields(TaskParams)}
+    return TaskParams.from_mapping(
+        widget_values(defaults, list(defaults), namespace.get("dbutils"))
+    )
 
 
-def widget_values(namespace: Mapping[str, object], names: Sequence[str]) -> dict[str, str]:
-    """The values of the named notebook parameters: widgets with ``dbutils``, else variables."""
+def widget_values(
+    namespace: Mapping[str, object], names: Sequence[str], dbutils: object | None = None
+) -> dict[str, str]:
+    """The values of the named notebook parameters: widgets with ``dbutils`` (by default the
+    namespace's), else the namespace's variables."""
     values = {name: str(namespace[name]) for name in names if name in namespace}
-    dbutils = namespace.get("dbutils")
+    dbutils = namespace.get("dbutils") if dbutils is None else dbutils
     if dbutils is not None:
         for name, default in values.items():
-            dbutils.widgets.text(name, default)
-            values[name] = dbutils.widgets.get(name)
+            dbutils.widgets.text(name, default)  # type: ignore[attr-defined]
+            values[name] = dbutils.widgets.get(name)  # type: ignore[attr-defined]
     return values
 
 

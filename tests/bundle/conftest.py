@@ -90,9 +90,9 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
     config = TaskParams.from_mapping(jobs["medallion_pipeline"].parameters).config()
     result = LocalJobs(landing, config, outputs)
 
-    def run(name: str, job_key: str) -> None:
+    def run(name: str, job_key: str, params: dict[str, str] | None = None) -> None:
         result.runs[name] = run_job_locally(
-            jobs[job_key], output_dir=outputs / name, kernels=kernels, echo=lambda _: None
+            jobs[job_key], params, output_dir=outputs / name, kernels=kernels, echo=lambda _: None
         )
 
     with Kernels(shared=True, log_path=outputs / "kernels.log") as kernels:
@@ -121,4 +121,26 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
                 kernels,
                 output_path=outputs / f"{name}.ipynb",
             )
+        _run_the_new_pipelines_jobs(spark, landing, config, run)
     return result
+
+
+def _run_the_new_pipelines_jobs(spark, landing: Path, config, run) -> None:
+    """Banking and IoT through their own jobs, into the same lake as retail, each checked
+    against its oracle: banking's triggered job with a threshold given as a job parameter,
+    then its continuous job (available-now) on a second delivery, and IoT's triggered job."""
+    from banking_oracle import Deliveries, Rules
+    from iot_oracle import expected_from as iot_expected
+    from lake_checks import assert_banking_matches, assert_iot_matches
+
+    from medallion.pipelines import generate_input
+
+    generate_input(str(landing), ["banking", "iot"], records=150, files=1, seed=23)
+    banking = Deliveries(landing, Rules(risk_score_above=0.3))
+    run("banking", "medallion_banking", {"settings": "fraud_risk_score_above=0.3"})
+    assert_banking_matches(spark, config, banking.ran())
+    run("iot", "medallion_iot")
+    assert_iot_matches(spark, config, iot_expected(landing))
+    generate_input(str(landing), ["banking"], records=60, files=1, seed=24)
+    run("banking_stream", "medallion_banking_stream", {"settings": "fraud_risk_score_above=0.3"})
+    assert_banking_matches(spark, config, banking.ran())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import re
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import jsonschema
@@ -14,10 +15,15 @@ from bundle_support import ROOT
 
 from medallion.bundle.jobs import LOCAL_TARGET, Bundle, BundleError, task_parameters
 from medallion.cli import main
-from medallion.layers import select_flows
-from medallion.pipelines.retail.flows import FLOWS
+from medallion.layers import TaskParams, select_flows
+from medallion.pipelines import pipelines
 
 BUNDLE_FILES = [ROOT / "databricks.yml", *sorted((ROOT / "resources").glob("*.yml"))]
+PIPELINE_JOBS = {
+    "retail": ("medallion_pipeline", "medallion_pipeline_serverless", "medallion_stream"),
+    "banking": ("medallion_banking", "medallion_banking_stream"),
+    "iot": ("medallion_iot", "medallion_iot_stream"),
+}
 LAYER_NOTEBOOKS = {"bronze.ipynb": "bronze", "silver.ipynb": "silver", "gold.ipynb": "gold"}
 
 
@@ -37,12 +43,8 @@ def test_every_bundle_file_validates_against_the_official_schema(bundle_schema, 
 
 def test_the_bundle_includes_every_resource_file(bundle):
     assert set(bundle.files) == {p.resolve() for p in BUNDLE_FILES}
-    assert set(bundle.jobs_spec) == {
-        "medallion_pipeline",
-        "medallion_pipeline_serverless",
-        "medallion_stream",
-        "medallion_maintenance",
-    }
+    pipeline_jobs = {k for keys in PIPELINE_JOBS.values() for k in keys}
+    assert set(bundle.jobs_spec) == {*pipeline_jobs, "medallion_maintenance"}
 
 
 def test_a_misspelt_setting_fails_validation(bundle_schema):
@@ -148,22 +150,49 @@ def test_the_jobs_have_the_documented_shape(bundle):
     assert jobs["medallion_maintenance"].spec["schedule"]["quartz_cron_expression"]
 
 
-@pytest.mark.parametrize(
-    "job_key", ["medallion_pipeline", "medallion_pipeline_serverless", "medallion_stream"]
-)
+def test_every_pipeline_has_a_triggered_and_a_continuous_job(bundle):
+    """One triggered and one continuous job per pipeline, each of whose tasks runs that
+    pipeline only; the new pipelines' jobs take the shared parameters and clusters."""
+    jobs = bundle.jobs(LOCAL_TARGET)
+    assert set(PIPELINE_JOBS) == {p.name for p in pipelines()}
+    shared = jobs["medallion_banking"].parameters
+    for pipeline, keys in PIPELINE_JOBS.items():
+        assert [jobs[k].continuous for k in keys] == [False] * (len(keys) - 1) + [True]
+        for key in keys:
+            job = jobs[key]
+            for task in job.tasks:
+                params = task_parameters(job, task, {})
+                assert params["pipeline"] == pipeline, (key, task.key)
+                assert params["trigger"] == (
+                    "processing_time" if job.continuous else "available_now"
+                )
+            if pipeline != "retail":
+                assert job.parameters == shared
+    banking = TaskParams.from_mapping(
+        task_parameters(jobs["medallion_banking"], jobs["medallion_banking"].tasks[1], {})
+    ).config()
+    assert banking.setting("fraud_risk_score_above") == Decimal("0.8")
+    overridden = bundle.jobs(LOCAL_TARGET, overrides={"fraud_risk_score_above": "0.9"})
+    silver = overridden["medallion_banking_stream"].tasks[1]
+    assert "fraud_risk_score_above=0.9" in silver.base_parameters["settings"]
+
+
+@pytest.mark.parametrize("job_key", [k for keys in PIPELINE_JOBS.values() for k in keys])
 def test_every_flow_runs_in_exactly_one_task(bundle, job_key):
-    """A layer task with no ``flows`` runs every flow of its layer; ``flows`` names them. A
-    flow fused into another runs in that flow's task (streams/fusion.py)."""
+    """A layer task with no ``flows`` runs every flow of its layer of its pipeline; ``flows``
+    names them. A flow fused into another runs in that flow's task (streams/fusion.py)."""
     job = bundle.jobs(LOCAL_TARGET)[job_key]
     ran: Counter = Counter()
     for task in job.tasks:
-        names = [n for n in task_parameters(job, task, {}).get("flows", "").split(",") if n]
+        params = task_parameters(job, task, {})
+        (pipeline,) = pipelines([params["pipeline"]])
+        names = [n for n in params.get("flows", "").split(",") if n]
         layer = LAYER_NOTEBOOKS.get(task.notebook.name)
         if not names:
             assert layer is not None, f"{job_key}.{task.key}: {task.notebook.name} needs flows"
-        selected = select_flows(layer, names)  # raises for unknown or misplaced flows
+        selected = select_flows(layer, names, pipeline.flows)  # raises for unknown flows
         ran.update(name for f in selected for name in (f.name, *f.fuses))
-    assert {f.name for f in FLOWS} - set(ran) == set(), f"flows no task of {job_key} runs"
+    assert {f.name for f in pipeline.flows} - set(ran) == set(), f"flows no task of {job_key} runs"
     assert [n for n, count in ran.items() if count > 1] == [], "flows run by two tasks"
 
 
@@ -186,12 +215,9 @@ def test_job_list_prints_one_line_per_job_key_first_then_its_tasks(capsys):
     assert main(["job", "--bundle", str(ROOT), "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = {line.split()[0]: line.split()[1:] for line in lines}
-    assert rows == {
-        "medallion_maintenance": ["maintain"],
-        "medallion_pipeline": ["bronze", "silver", "gold"],
-        "medallion_pipeline_serverless": ["bronze", "silver", "gold"],
-        "medallion_stream": ["bronze", "silver", "gold"],
-    }
+    layers = ["bronze", "silver", "gold"]
+    pipeline_jobs = {k: layers for keys in PIPELINE_JOBS.values() for k in keys}
+    assert rows == {"medallion_maintenance": ["maintain"], **pipeline_jobs}
 
 
 def test_job_run_of_an_unknown_job_or_target_is_a_usage_error(capsys):
@@ -240,15 +266,17 @@ def test_a_target_override_merges_tasks_by_key(tmp_path: Path):
     assert job.task("a").notebook == (tmp_path / "a.ipynb").resolve()
 
 
-def _parameter_cell_names(notebook: str) -> set[str]:
-    """The variables a notebook's parameters cell assigns (its widgets on Databricks)."""
-    import ast
+def _widgets_made(namespace: dict) -> dict[str, str]:
+    """The text widgets ``notebook_params`` makes on Databricks, recorded as ``dbutils``
+    would hold them, with their defaults."""
+    from types import SimpleNamespace
 
-    import nbformat
+    from medallion.layers import notebook_params
 
-    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    return {t.id for node in ast.parse(cell.source).body for t in node.targets}
+    made: dict[str, str] = {}
+    widgets = SimpleNamespace(text=made.__setitem__, get=made.__getitem__)
+    notebook_params({**namespace, "dbutils": SimpleNamespace(widgets=widgets)})
+    return made
 
 
 KAFKA_PARAMETERS = (
@@ -277,11 +305,8 @@ def test_kafka_options_are_job_parameters_and_credentials_a_secret_scope(bundle,
     task_fields = {f.name for f in fields(TaskParams)}
     assert set(KAFKA_PARAMETERS) <= set(job.parameters)
     assert set(job.parameters) <= task_fields, "a job parameter no notebook reads"
-    # A widget exists only for a variable of the parameters cell: the notebooks that run
-    # bronze declare every parameter.
-    for task in job.tasks:
-        if task.notebook.name in ("bronze.ipynb", "changes.ipynb"):
-            assert task_fields <= _parameter_cell_names(task.notebook.name), task.key
+    # Every notebook makes a widget of every parameter, whatever its parameters cell holds.
+    assert set(_widgets_made({"lake": "/tmp/lake"})) == task_fields
     assert job.parameters["source"] == "files"
     assert job.parameters["kafka_secret_scope"] == "medallion-kafka"
     credential = re.compile(r"password|username|secret|token|jaas|truststore", re.IGNORECASE)

@@ -43,6 +43,21 @@ def test_the_continuous_job_runs_available_now_locally_and_takes_the_new_deliver
     assert local_jobs.bronze_rows["stream"] > local_jobs.bronze_rows["pipeline"]
 
 
+def test_the_banking_and_iot_jobs_run_their_pipeline_only(local_jobs):
+    """Their jobs ran every layer (their lakes equal their oracles: the fixture checks), and
+    their tasks reported their own tables only."""
+    for name in ("banking", "banking_stream", "iot"):
+        runs = local_jobs.runs[name]
+        assert [(r.key, r.state) for r in runs] == [
+            ("bronze", "SUCCESS"),
+            ("silver", "SUCCESS"),
+            ("gold", "SUCCESS"),
+        ], name
+        assert "events" not in "".join(r.text for r in runs), name
+    assert "gold/fraud_alerts" in local_jobs.runs["banking"][2].text
+    assert "gold/device_status" in local_jobs.runs["iot"][2].text
+
+
 def test_the_serverless_variant_and_maintenance_change_no_rows(spark, local_jobs):
     assert all(r.state == "SUCCESS" for r in local_jobs.runs["serverless"])
     assert [(r.key, r.state) for r in local_jobs.runs["maintenance"]] == [("maintain", "SUCCESS")]

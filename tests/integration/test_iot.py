@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from iot_oracle import expected_from, parse
+from lake_checks import assert_iot_matches, iot_silver
 
 from medallion.config import Config, KafkaSourceOptions
 from medallion.generate import FaultRates, write_file_atomically
@@ -26,41 +27,6 @@ def _iot(landing, lake) -> Config:
     return Config(landing=str(landing), lake=str(lake), pipelines=("iot",))
 
 
-def _silver(spark, config) -> dict:
-    rows = read_table(spark, config.table("silver/device_readings")).collect()
-    return {(r.device_id, r.reading_timestamp): (r.temperature, r.humidity, r.status) for r in rows}
-
-
-def _check(spark, config, landing) -> None:
-    expected = expected_from(landing)
-    silver = _silver(spark, config)
-    want = {
-        (k[0], k[1].replace(tzinfo=None)): (v["temperature"], v["humidity"], v["status"])
-        for k, v in expected.silver.items()
-    }
-    assert silver == want
-    quarantine = read_table(spark, config.table("silver/device_readings_quarantine"))
-    assert quarantine.count() == expected.quarantined
-    assert quarantine.where("reason IS NULL OR reason = ''").count() == 0
-    status = {
-        r.device_id: (r.reading_timestamp, r.temperature)
-        for r in read_table(spark, config.table("gold/device_status")).collect()
-    }
-    assert status == {
-        d: (r["reading_timestamp"].replace(tzinfo=None), r["temperature"])
-        for d, r in expected.status().items()
-    }
-    minutes = {
-        (r.device_id, r.minute_start): r.asDict()
-        for r in read_table(spark, config.table("gold/device_minute_metrics")).collect()
-    }
-    want_minutes = {(k[0], k[1].replace(tzinfo=None)): v for k, v in expected.minutes().items()}
-    assert set(minutes) == set(want_minutes)
-    for key, row in want_minutes.items():
-        got = minutes[key]
-        assert {c: got[c] for c in row} == row, key
-
-
 def test_iot_matches_its_oracle_across_deliveries_with_late_and_resent_readings(spark, dirs):
     landing, lake = dirs
     (iot,) = pipelines(["iot"])
@@ -69,7 +35,7 @@ def test_iot_matches_its_oracle_across_deliveries_with_late_and_resent_readings(
     first = iot.generate(str(landing), records=500, files=2, seed=5, faults=FAULTS)
     report = run_available_now(spark, config)
     assert {t.table for t in report.tables} == {t.key for t in iot.tables}
-    _check(spark, config, landing)
+    assert_iot_matches(spark, config, expected_from(landing))
 
     # A second delivery, hours later, with late readings up to three days old, and copies of
     # readings already in silver: one re-sent as it was, one with other values (the first
@@ -81,9 +47,11 @@ def test_iot_matches_its_oracle_across_deliveries_with_late_and_resent_readings(
     resent = [json.dumps(valid[1]), json.dumps(altered)]
     write_file_atomically(str(landing / "device_readings"), "readings-9-resent.json", resent)
     run_available_now(spark, config)
-    _check(spark, config, landing)
+    assert_iot_matches(spark, config, expected_from(landing))
     key = (valid[0]["device_id"],)
-    assert all(v[0] != Decimal("99.5") for k, v in _silver(spark, config).items() if k[:1] == key)
+    assert all(
+        v[0] != Decimal("99.5") for k, v in iot_silver(spark, config).items() if k[:1] == key
+    )
 
 
 def test_a_replayed_batch_writes_nothing_twice(spark, dirs):
@@ -175,4 +143,4 @@ def test_iot_from_its_topic_matches_its_oracle(spark, kafka_broker, tmp_path):
     )
     run_available_now(spark, config)
     assert read_table(spark, config.table("bronze/device_readings")).count() == len(lines)
-    _check(spark, config, landing)
+    assert_iot_matches(spark, config, expected_from(landing))

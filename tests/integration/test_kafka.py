@@ -448,3 +448,27 @@ def test_a_recreated_topic_stops_bronze_and_accepting_records_what_spark_skipped
         ("bronze_events", "kafka data loss", topic, 0, 0, 2),  # the new topic's g100, g101
         ("bronze_events", "kafka data loss", topic, 0, 5, None),  # the old topic, from 5 on
     ]
+
+
+def test_a_run_on_a_new_lake_reads_the_pipelines_whose_topics_hold_records(
+    spark, kafka_broker, tmp_path
+):
+    """Without ``--pipeline``, a Kafka run on a lake without tables runs the pipelines that
+    have records in a topic, and never subscribes to a topic that does not exist."""
+    from medallion.streams.runner import with_input
+
+    def retail_topics(events: str, customers: str) -> Config:
+        options = KafkaSourceOptions(
+            bootstrap_servers=kafka_broker.bootstrap, events_topic=events, customers_topic=customers
+        )
+        lake = str(tmp_path / "lake")
+        return Config(landing=lake, lake=lake, source="kafka", kafka=options)
+
+    nowhere = retail_topics(_topic("missing"), _topic("missing"))
+    chosen = with_input(spark, nowhere)
+    assert chosen is None or "retail" not in chosen.pipelines
+    events = _topic("events")
+    kafka_broker.create_topic(events, partitions=1)
+    produce(kafka_broker.bootstrap, events, _events(3, seed=1))
+    fed = with_input(spark, retail_topics(events, _topic("missing")))
+    assert fed is not None and "retail" in fed.pipelines

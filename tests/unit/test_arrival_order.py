@@ -11,12 +11,8 @@ from pyspark.sql import functions as F
 
 from medallion.contracts import CUSTOMER_FIELDS
 from medallion.transforms.bronze import to_bronze
-from medallion.transforms.customers import (
-    CHANGE_COLUMNS,
-    latest_change_per_customer,
-    valid_changes,
-    validate_changes,
-)
+from medallion.transforms.change_records import latest_change_per_key, valid_changes
+from medallion.transforms.customers import CUSTOMERS, validate_changes
 from medallion.transforms.silver import (
     SILVER_EVENT_COLUMNS,
     deduplicate_events,
@@ -110,8 +106,8 @@ def test_tied_customer_changes_are_decided_by_content_and_only_then_by_offset(sp
             (change("c3", ""), 0, 2),
         ],
     )
-    newest = latest_change_per_customer(
-        valid_changes(validate_changes(to_bronze(lines, CUSTOMER_FIELDS)))
+    newest = latest_change_per_key(
+        CUSTOMERS, valid_changes(CUSTOMERS, validate_changes(to_bronze(lines, CUSTOMER_FIELDS)))
     )
     got = {row.customer_id: (row.name, row._source_file) for row in newest.collect()}
     assert got == {
@@ -119,7 +115,7 @@ def test_tied_customer_changes_are_decided_by_content_and_only_then_by_offset(sp
         "c2": ("same", "kafka://t/0/11"),
         "c3": ("", "kafka://t/0/2"),
     }
-    assert tuple(newest.columns) == CHANGE_COLUMNS
+    assert tuple(newest.columns) == CUSTOMERS.change_columns
 
 
 def test_copies_in_one_file_are_decided_by_content_revenue_and_category_included(spark):

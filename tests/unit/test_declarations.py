@@ -18,12 +18,12 @@ def _start(*_args: object) -> None:
 
 
 def test_retail_is_found_by_registration_with_every_table_and_flow():
-    assert [p.name for p in pipelines()] == ["iot", "retail"]
+    assert [p.name for p in pipelines()] == ["banking", "iot", "retail"]
     (retail,) = pipelines(["retail"])
     assert [t.key for t in retail.tables][:2] == ["bronze/events", "silver/events"]
     assert len(retail.tables) == 11
     tables = all_tables()
-    assert len(tables) == 16
+    assert len(tables) == 25
     # Every table a flow writes or reads is declared, and has exactly one writer.
     writers = [key for f in all_flows() for key in f.writes]
     assert sorted(writers) == sorted(tables)
@@ -69,8 +69,8 @@ def test_the_registry_refuses_collisions_and_undeclared_tables():
     )
     with pytest.raises(ValueError, match="flow bronze_events is declared already"):
         register(clash_flow)
-    assert [p.name for p in pipelines()] == ["iot", "retail"]
-    with pytest.raises(KeyError, match="unknown pipeline 'nope'; known: iot, retail"):
+    assert [p.name for p in pipelines()] == ["banking", "iot", "retail"]
+    with pytest.raises(KeyError, match="unknown pipeline 'nope'; known: banking, iot, retail"):
         pipelines(["nope"])
     with pytest.raises(ValueError, match="unknown layer"):
         Table("platinum", "x", "v INT")

@@ -201,8 +201,15 @@ class Bundle:
         return {k: v or {} for k, v in (self.config.get("targets") or {}).items()}
 
     def declared_variables(self) -> dict[str, dict]:
-        """The variables ``databricks.yml`` declares, by name."""
-        return {k: v or {} for k, v in (self.config.get("variables") or {}).items()}
+        """The variables ``databricks.yml`` and the files it includes declare, by name (a
+        pipeline's job file declares the variables of its own settings)."""
+        declared: dict[str, dict] = {}
+        for path, data in self.files.items():
+            for name, spec in (data.get("variables") or {}).items():
+                if name in declared:
+                    raise BundleError(f"variable {name} is declared twice (again in {path.name})")
+                declared[name] = spec or {}
+        return declared
 
     def target(self, name: str) -> dict:
         """The settings of one target; a clear error for an unknown one."""
@@ -423,7 +430,7 @@ def run_job_locally(
     params = dict(params or {})
     if stream and not job.continuous:
         raise BundleError(f"job {job.key} is not continuous: --stream applies to continuous jobs")
-    if job.continuous and TRIGGER_PARAMETER in job.parameters:
+    if job.continuous:
         params.setdefault(TRIGGER_PARAMETER, "processing_time" if stream else "available_now")
     unsupported = [t.key for t in job.tasks if t.notebook is None]
     if unsupported:

@@ -166,6 +166,8 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
         print(f"  tables: {', '.join(t.key for t in pipeline.tables)}")
         for flow in pipeline.flows:
             print(f"  flow {flow.name} ({flow.layer}): {flow.reads} -> {', '.join(flow.writes)}")
+        for setting in pipeline.settings:
+            print(f"  setting {setting.name} = {setting.default}: {setting.help}")
     return 0
 
 

@@ -14,7 +14,7 @@ import os
 import pkgutil
 from collections.abc import Sequence
 
-from medallion.declarations import Flow, Pipeline, Table
+from medallion.declarations import Flow, Pipeline, Setting, Table
 
 EXTRA_PIPELINES_VARIABLE = "MEDALLION_PIPELINES"
 _REGISTERED: dict[str, Pipeline] = {}
@@ -35,6 +35,12 @@ def register(pipeline: Pipeline) -> Pipeline:
     for flow in pipeline.flows:
         if flow.name in flows:
             raise ValueError(f"pipeline {pipeline.name!r}: flow {flow.name} is declared already")
+    settings = {s.name for p in _REGISTERED.values() for s in p.settings}
+    for setting in pipeline.settings:
+        if setting.name in settings:
+            raise ValueError(
+                f"pipeline {pipeline.name!r}: setting {setting.name} is declared already"
+            )
     _REGISTERED[pipeline.name] = pipeline
     return pipeline
 
@@ -107,3 +113,13 @@ def declared_table(key: str) -> Table:
         return tables[key]
     except KeyError:
         raise KeyError(f"unknown table {key!r}; known tables: {', '.join(tables)}") from None
+
+
+def declared_setting(name: str) -> Setting:
+    """The declaration of the setting ``name``; :class:`KeyError` names the known ones."""
+    settings = {s.name: s for p in pipelines() for s in p.settings}
+    try:
+        return settings[name]
+    except KeyError:
+        known = ", ".join(sorted(settings)) or "none"
+        raise KeyError(f"unknown setting {name!r}; known settings: {known}") from None

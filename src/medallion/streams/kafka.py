@@ -9,6 +9,7 @@ line or code, and no value is ever logged or put into an error message. docs/kaf
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -315,3 +316,31 @@ def reader_options(
     if overlap:
         raise ConfigError(f"security settings may not set {', '.join(sorted(overlap))}")
     return {**options, **(security or {})}
+
+
+def batch_read(spark: object, config: Config, **options: str):
+    """A batch DataFrame of Kafka records with this deployment's servers and security options,
+    and ``options`` (for example ``assign`` and ``startingOffsets``) instead of the stream's
+    subscription and rate limit."""
+    merged = reader_options(config, "events", resolve_security_options(spark, config))
+    for streaming_only in ("subscribe", "maxOffsetsPerTrigger"):
+        merged.pop(streaming_only)
+    merged.update(options)
+    reader = spark.read.format("kafka")  # type: ignore[attr-defined]
+    for key, value in merged.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def topic_has_records(spark: object, config: Config, dataset: str) -> bool:
+    """Whether the topic of ``dataset`` exists and holds a record (a pattern subscription:
+    a missing topic matches nothing, where subscribing to it fails)."""
+    topic = config.kafka.topic(dataset)
+    records = batch_read(
+        spark,
+        config,
+        subscribePattern=re.escape(topic),
+        startingOffsets="earliest",
+        endingOffsets="latest",
+    )
+    return bool(records.select("offset").limit(1).count())

@@ -319,24 +319,17 @@ def _gone_from_broker(
     """Whether offset ``start`` of a partition is below the partition's first offset now
     (expired or deleted), asking the broker through Spark's Kafka source with
     failOnDataLoss=true, which fails exactly then. (gone, why it could not be asked)."""
-    from medallion.streams.kafka import reader_options, resolve_security_options
+    from medallion.streams.kafka import batch_read
 
-    options = reader_options(config, "events", resolve_security_options(spark, config))
-    options.pop("subscribe")
-    options.pop("maxOffsetsPerTrigger")
-    options.update(
-        {
-            "assign": json.dumps({topic: [partition]}),
-            "startingOffsets": json.dumps({topic: {str(partition): start}}),
-            "endingOffsets": json.dumps({topic: {str(partition): start + 1}}),
-            "failOnDataLoss": "true",
-        }
-    )
-    reader = spark.read.format("kafka")
-    for key, value in options.items():
-        reader = reader.option(key, value)
     try:
-        reader.load().select("offset").collect()
+        batch_read(
+            spark,
+            config,
+            assign=json.dumps({topic: [partition]}),
+            startingOffsets=json.dumps({topic: {str(partition): start}}),
+            endingOffsets=json.dumps({topic: {str(partition): start + 1}}),
+            failOnDataLoss="true",
+        ).select("offset").collect()
         return False, None
     except Exception as error:  # noqa: BLE001 - Py4J, Spark and Connect errors alike
         text = failure_text(error)

@@ -33,6 +33,7 @@ from medallion.streams.checkpoints import lost_checkpoint, replaced_landing_file
 from medallion.streams.events import STAGE_CLOCK
 from medallion.streams.flows import Flow, fusion_head
 from medallion.streams.flows import flow as _flow
+from medallion.streams.kafka import topic_has_records
 from medallion.streams.kafka_gaps import kafka_data_loss_hint, record_kafka_gaps
 from medallion.streams.missing_files import (
     missing_file_hint,
@@ -244,8 +245,8 @@ def _summarize(
 def with_input(spark: SparkSession, config: Config) -> Config | None:
     """``config`` narrowed to the pipelines to run: those it names, or else every pipeline
     with tables in the lake already, or with input: a landing folder of one of its datasets
-    (files), or any (Kafka: its topics are not asked for, so every pipeline runs on a lake
-    that has none of their tables yet). None when no pipeline has either."""
+    (files), or, on a lake without tables, a record in one of its topics (Kafka). None when
+    no pipeline has either."""
     if config.pipelines:
         return config
     declared = config.declared_pipelines()
@@ -253,7 +254,7 @@ def with_input(spark: SparkSession, config: Config) -> Config | None:
     if config.source == "files":
         chosen += [p.name for p in declared if _has_landing(spark, config, p)]
     elif not chosen:
-        chosen = [p.name for p in declared]
+        chosen = [p.name for p in declared if _has_records(spark, config, p)]
     names = tuple(p.name for p in declared if p.name in chosen)
     return config.with_options(pipelines=names) if names else None
 
@@ -280,13 +281,20 @@ def _has_landing(spark: SparkSession, config: Config, pipeline: Pipeline) -> boo
     )
 
 
+def _has_records(spark: SparkSession, config: Config, pipeline: Pipeline) -> bool:
+    return any(topic_has_records(spark, config, d) for d in landing_datasets(pipeline.flows))
+
+
 def _nothing_to_run(config: Config) -> RunReport:
     datasets = landing_datasets(config.flows())
+    if config.source == "kafka":
+        where = f"records in its topics ({', '.join(config.kafka.topic(d) for d in datasets)})"
+    else:
+        where = f"input under {config.landing} ({', '.join(f'{d}/' for d in datasets)})"
     log.warning(
-        "nothing to run: no pipeline has input under %s (%s) or tables in %s; land files, or "
-        "name a pipeline with --pipeline",
-        config.landing,
-        ", ".join(f"{d}/" for d in datasets),
+        "nothing to run: no pipeline has %s or tables in %s; land input, or name a pipeline "
+        "with --pipeline",
+        where,
         config.lake,
     )
     return RunReport()

@@ -3,12 +3,10 @@ feed has (re-sent copies, late readings, invalid values and malformed lines)."""
 
 from __future__ import annotations
 
-import json
-import os
 import random
 from datetime import datetime, timedelta, timezone
 
-from medallion.generate import FaultRates, write_file_atomically
+from medallion.generate import FaultRates, faulty_line, write_in_files
 
 DATASET = "device_readings"
 _START = datetime(2026, 11, 20, tzinfo=timezone.utc)
@@ -52,14 +50,9 @@ def reading_lines(records: int, seed: int, faults: FaultRates, devices: int = 50
         if sent and rng.random() < faults.late:
             at -= timedelta(minutes=rng.randrange(1, 3 * 24 * 60))  # up to three days late
         reading = _reading(rng, rng.randrange(devices), at)
-        roll = rng.random()
-        if roll < faults.malformed:
-            lines.append(json.dumps(reading)[: rng.randrange(5, 30)])
-        elif roll < faults.malformed + faults.invalid:
-            lines.append(json.dumps(_invalid(rng, reading)))
-        else:
-            line = json.dumps(reading)
-            lines.append(line)
+        line, intact = faulty_line(rng, reading, faults, _invalid)
+        lines.append(line)
+        if intact:
             sent.append(line)
         if sent and rng.random() < faults.duplicate:
             lines.append(rng.choice(sent))  # a re-sent copy, byte for byte
@@ -77,11 +70,4 @@ def generate(
     """Write readings to ``landing/device_readings/`` in ``files`` files, landed in name order
     (each file's modification time after the one before). Returns the paths written."""
     lines = reading_lines(records, seed, faults or FaultRates())
-    size = -(-len(lines) // max(files, 1)) if lines else 0
-    written: list[str] = []
-    for i in range(max(files, 1)):
-        chunk = lines[i * size : (i + 1) * size]
-        after = os.stat(written[-1]).st_mtime_ns if written else None
-        name = f"readings-{seed}-{i:05d}.json"
-        written.append(write_file_atomically(f"{landing}/{DATASET}", name, chunk, False, after))
-    return {DATASET: written}
+    return {DATASET: write_in_files(landing, DATASET, f"readings-{seed}", lines, files)}

@@ -1,0 +1,97 @@
+"""Banking transaction monitoring: transactions screened against account profiles, and the
+suspicious ones queued as fraud alerts.
+
+Transactions land in ``<landing>/transactions/`` and account profile changes in
+``<landing>/accounts/`` (or the ``transactions`` and ``accounts`` topics). Silver applies the
+profile changes by a sequence-aware MERGE, and keeps each transaction once, screened against
+its account's profile as known when its batch runs (a stream-static join) by the alert rules
+of transforms.py. Gold holds the alert queue and each account's daily activity.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from medallion.declarations import Flow, Landing, Pipeline, Setting
+from medallion.pipelines import register
+from medallion.pipelines.banking import batches
+from medallion.pipelines.banking import tables as t
+from medallion.pipelines.banking.generator import generate
+
+SETTINGS = (
+    Setting(
+        "fraud_average_multiple",
+        Decimal(5),
+        "amount_over_average fires when the amount exceeds this many times the account's "
+        "average transaction amount",
+    ),
+    Setting(
+        "fraud_risk_score_above",
+        Decimal("0.8"),
+        "high_risk_score fires when the account's risk score exceeds this",
+    ),
+    Setting(
+        "fraud_new_account_days",
+        Decimal(30),
+        "new_account_large_amount applies to accounts younger than this many whole days",
+    ),
+    Setting(
+        "fraud_new_account_amount",
+        Decimal(1000),
+        "new_account_large_amount fires on a young account when the amount exceeds this",
+    ),
+)
+
+BANKING = register(
+    Pipeline(
+        "banking",
+        t.TABLES,
+        (
+            Flow(
+                "bronze_transactions",
+                "bronze",
+                Landing("transactions"),
+                (t.BRONZE_TRANSACTIONS,),
+                batches.start_bronze_transactions,
+            ),
+            Flow(
+                "bronze_accounts",
+                "bronze",
+                Landing("accounts"),
+                (t.BRONZE_ACCOUNTS,),
+                batches.start_bronze_accounts,
+            ),
+            Flow(
+                "silver_accounts",
+                "silver",
+                t.BRONZE_ACCOUNTS,
+                (t.SILVER_ACCOUNTS, t.ACCOUNT_TOMBSTONES, t.ACCOUNTS_QUARANTINE),
+                batches.start_silver_accounts,
+            ),
+            Flow(
+                "silver_transactions",
+                "silver",
+                t.BRONZE_TRANSACTIONS,
+                (t.SILVER_TRANSACTIONS, t.TRANSACTIONS_QUARANTINE),
+                batches.start_silver_transactions,
+                joins=(t.SILVER_ACCOUNTS,),
+            ),
+            Flow(
+                "gold_fraud_alerts",
+                "gold",
+                t.SILVER_TRANSACTIONS,
+                (t.FRAUD_ALERTS,),
+                batches.start_fraud_alerts,
+            ),
+            Flow(
+                "gold_account_daily_activity",
+                "gold",
+                t.SILVER_TRANSACTIONS,
+                (t.ACCOUNT_DAILY_ACTIVITY,),
+                batches.start_daily_activity,
+            ),
+        ),
+        generate=generate,
+        settings=SETTINGS,
+    )
+)

@@ -1,0 +1,162 @@
+"""The banking pipeline's streams: how each starts, and what each does with a micro-batch.
+
+Every write carries the stream's ``txnAppId`` and the batch id as ``txnVersion``, so a batch
+replayed after a crash writes nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from medallion.config import Config
+from medallion.faults import pause_point
+from medallion.pipelines.banking import tables as t
+from medallion.pipelines.banking.contract import (
+    ACCOUNT_FIELDS,
+    BRONZE_TRANSACTION_FIELDS,
+    validate_account_changes,
+    validate_transactions,
+)
+from medallion.pipelines.banking.transforms import (
+    ACCOUNTS,
+    ADD_DAILY_ACTIVITY,
+    AlertRules,
+    daily_activity_increments,
+    first_arrivals,
+    fraud_alerts,
+    quarantined_transactions,
+    screen,
+)
+from medallion.streams.apply_changes import apply_changes_batches
+from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
+from medallion.streams.sinks import (
+    Trigger,
+    append_batch,
+    merging_batches,
+    start_append,
+    start_delta_foreach_batch,
+    transaction_app_id,
+)
+from medallion.streams.sources import delta_stream, input_lines
+from medallion.tables import read_table
+from medallion.transforms.bronze import to_bronze
+
+Batch = Callable[[DataFrame, int], None]
+
+
+def start_bronze_transactions(
+    spark: SparkSession, config: Config, trigger: Trigger
+) -> StreamingQuery:
+    """Every transaction line, unchanged, into bronze."""
+    name = "bronze_transactions"
+    lines = to_bronze(input_lines(spark, config, "transactions"), BRONZE_TRANSACTION_FIELDS)
+    table = config.table(t.BRONZE_TRANSACTIONS.key)
+    return start_append(lines, table, config.checkpoint(name), trigger, name)
+
+
+def start_bronze_accounts(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    """Every account change line, unchanged, into bronze."""
+    name = "bronze_accounts"
+    lines = to_bronze(input_lines(spark, config, "accounts"), ACCOUNT_FIELDS)
+    return start_append(
+        lines, config.table(t.BRONZE_ACCOUNTS.key), config.checkpoint(name), trigger, name
+    )
+
+
+# Account profile changes applied by a sequence-aware MERGE, deletes included.
+accounts_batch = apply_changes_batches(
+    "silver_accounts",
+    ACCOUNTS,
+    validate_account_changes,
+    t.SILVER_ACCOUNTS.key,
+    t.ACCOUNT_TOMBSTONES.key,
+    t.ACCOUNTS_QUARANTINE.key,
+)
+
+
+def transactions_batch(config: Config, checkpoint: str) -> Batch:
+    """Refused transactions to the quarantine; valid ones to silver once per transaction_id
+    across all history (the first copy to arrive, looked up in the stream's key index),
+    screened against the account profiles as they are when the batch runs."""
+    silver = config.table(t.SILVER_TRANSACTIONS.key)
+    quarantine = config.table(t.TRANSACTIONS_QUARANTINE.key)
+    accounts = config.table(t.SILVER_ACCOUNTS.key)
+    app_id = transaction_app_id("silver_transactions", checkpoint)
+    known = KnownKeys(silver, ("transaction_id",), kept_keys(checkpoint, silver))
+    rules = AlertRules.from_config(config)
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        validated = validate_transactions(batch).persist()
+        firsts = first_arrivals(validated).persist()
+        try:
+            txn = (app_id(spark), batch_id)
+            if validated.where(F.col("reason").isNotNull()).limit(1).count():
+                append_batch(quarantined_transactions(validated), quarantine, txn=txn)
+            pause_point("silver_transactions:quarantined")  # crash tests only
+            unseen, hashes = known.new_rows(spark, firsts)
+            if len(hashes[0]):
+                screened = screen(unseen.drop(*HASH_COLUMNS), read_table(spark, accounts), rules)
+                append_batch(screened, silver, txn=txn)
+                known.added(spark, hashes, txn)
+        finally:
+            firsts.unpersist()
+            validated.unpersist()
+
+    return process
+
+
+# Each day's activity of an account: the batch's transactions (new to silver, which only
+# appends) added to the day's row, however old the day.
+daily_activity_batch = merging_batches(
+    "gold_account_daily_activity",
+    t.ACCOUNT_DAILY_ACTIVITY.key,
+    daily_activity_increments,
+    ["account_id", "event_date"],
+    ADD_DAILY_ACTIVITY,
+)
+
+
+def start_silver_accounts(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    return start_delta_foreach_batch(
+        spark, config, trigger, "silver_accounts", t.BRONZE_ACCOUNTS.key, accounts_batch
+    )
+
+
+def start_silver_transactions(
+    spark: SparkSession, config: Config, trigger: Trigger
+) -> StreamingQuery:
+    return start_delta_foreach_batch(
+        spark, config, trigger, "silver_transactions", t.BRONZE_TRANSACTIONS.key, transactions_batch
+    )
+
+
+def start_fraud_alerts(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    """The suspicious transactions appended to the alert queue: silver holds each transaction
+    once and only appends, so each alert is written once."""
+    name = "gold_fraud_alerts"
+    source = delta_stream(
+        spark, config.table(t.SILVER_TRANSACTIONS.key), config.source_options(name)
+    )
+    return start_append(
+        fraud_alerts(source),
+        config.table(t.FRAUD_ALERTS.key),
+        config.checkpoint(name),
+        trigger,
+        name,
+    )
+
+
+def start_daily_activity(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+    return start_delta_foreach_batch(
+        spark,
+        config,
+        trigger,
+        "gold_account_daily_activity",
+        t.SILVER_TRANSACTIONS.key,
+        daily_activity_batch,
+    )

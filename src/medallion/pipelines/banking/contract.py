@@ -1,0 +1,128 @@
+"""What a transaction and an account profile change are: their fields, and why one is refused.
+
+A transaction is valid when ``transaction_id`` and ``account_id`` are non-empty strings,
+``amount`` is a JSON number > 0 that fits DECIMAL(18,4) (money is exact), ``currency`` is a
+three-letter upper-case code and ``transaction_timestamp`` is ISO-8601 with a zone.
+``merchant`` and ``channel`` are free text: whatever they hold is kept as text.
+
+An account profile change is a full row image: ``account_id`` (a non-empty string),
+``operation`` (INSERT, UPDATE or DELETE), ``sequence_num`` (an integer) and ``updated_at`` (a
+timestamp) always; ``risk_score`` (a number from 0 to 1), ``opened_at`` (a timestamp) and
+``avg_transaction_amount`` (money >= 0) are required unless the change is a DELETE, and
+``country`` is an optional string. Anything else goes to its quarantine with a reason naming
+every rule it breaks.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from medallion.contracts import (
+    OPERATIONS,
+    FieldRule,
+    as_string,
+    field_missing,
+    field_text,
+    field_value,
+    json_field,
+    parse_json_line,
+    record_reason,
+    with_field_values,
+)
+from medallion.transforms.bronze import kafka_position_columns
+
+CURRENCY_PATTERN = r"^[A-Z]{3}\z"
+TRANSACTION_FIELDS = (
+    FieldRule("transaction_id", "string", True),
+    FieldRule("account_id", "string", True),
+    FieldRule("amount", "money", True),
+    FieldRule("currency", "string", True),
+    FieldRule("transaction_timestamp", "timestamp", True),
+)
+FREE_TEXT_FIELDS = ("merchant", "channel")
+# What bronze keeps as columns (every field, as the JSON value's text).
+BRONZE_TRANSACTION_FIELDS = (
+    *TRANSACTION_FIELDS,
+    *(FieldRule(name, "string", False) for name in FREE_TEXT_FIELDS),
+)
+TRANSACTION_COLUMNS = (
+    "transaction_id",
+    "account_id",
+    "amount",
+    "currency",
+    "merchant",
+    "channel",
+    "transaction_timestamp",
+)
+
+# Content that is required unless the change is a DELETE.
+PROFILE_FIELDS = ("risk_score", "opened_at", "avg_transaction_amount")
+ACCOUNT_FIELDS = (
+    FieldRule("account_id", "string", True),
+    FieldRule("risk_score", "number", False),
+    FieldRule("opened_at", "timestamp", False),
+    FieldRule("avg_transaction_amount", "money", False),
+    FieldRule("country", "string", False),
+    FieldRule("operation", "string", True, OPERATIONS),
+    FieldRule("sequence_num", "integer", True),
+    FieldRule("updated_at", "timestamp", True),
+)
+
+
+def _typed_columns(fields: tuple[FieldRule, ...]) -> list[Column]:
+    return [
+        (field_text(f.name) if f.kind == "string" else field_value(f.name)).alias(f.name)
+        for f in fields
+    ]
+
+
+def _metadata(bronze: DataFrame) -> list[str]:
+    return ["_raw", "_source_file", "_ingested_at", *kafka_position_columns(bronze)]
+
+
+def validate_transactions(bronze: DataFrame) -> DataFrame:
+    """Bronze transactions plus ``reason`` (NULL when valid) and the typed transaction columns."""
+    doc = F.col("_doc")
+    values = with_field_values(
+        bronze.withColumn("_doc", parse_json_line(F.col("_raw"))), doc, TRANSACTION_FIELDS
+    )
+    amount, currency = field_value("amount"), field_text("currency")
+    not_positive = (F.coalesce(amount == 0, F.lit(False)), F.lit("amount is not greater than 0"))
+    bad_currency = (
+        F.coalesce(
+            ~currency.rlike(CURRENCY_PATTERN) & (F.length(F.trim(currency)) > 0), F.lit(False)
+        ),
+        F.concat(
+            F.lit("currency is not a three-letter upper-case code: "), F.substring(currency, 1, 64)
+        ),
+    )
+    reason = record_reason(F.col("_raw"), doc, TRANSACTION_FIELDS, (not_positive, bad_currency))
+    return values.select(
+        reason.alias("reason"),
+        *_typed_columns(TRANSACTION_FIELDS),
+        *[as_string(json_field(doc, name)).alias(name) for name in FREE_TEXT_FIELDS],
+        *_metadata(bronze),
+    )
+
+
+def validate_account_changes(bronze: DataFrame) -> DataFrame:
+    """Bronze account changes plus ``reason`` (NULL when valid) and the typed change columns."""
+    doc = F.col("_doc")
+    values = with_field_values(
+        bronze.withColumn("_doc", parse_json_line(F.col("_raw"))), doc, ACCOUNT_FIELDS
+    )
+    upsert = F.coalesce(field_text("operation").isin("INSERT", "UPDATE"), F.lit(False))
+    missing_profile = [
+        (upsert & field_missing(name), F.lit(f"missing field: {name} (required unless DELETE)"))
+        for name in PROFILE_FIELDS
+    ]
+    risk = field_value("risk_score")
+    out_of_range = (
+        F.coalesce((risk < 0) | (risk > 1), F.lit(False)),
+        F.concat(F.lit("risk_score is outside 0..1: "), field_text("risk_score")),
+    )
+    reason = record_reason(F.col("_raw"), doc, ACCOUNT_FIELDS, (*missing_profile, out_of_range))
+    return values.select(
+        reason.alias("reason"), *_typed_columns(ACCOUNT_FIELDS), *_metadata(bronze)
+    )

@@ -1,0 +1,111 @@
+"""Apply full-row change records to a state table: a sequence-aware MERGE, deletes included,
+with a tombstone per deleted key so that an older change arriving later cannot bring it back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from medallion.faults import pause_point
+from medallion.streams.sinks import (
+    BatchFactory,
+    append_batch,
+    idempotent_writes,
+    merge_into,
+    transaction_app_id,
+)
+from medallion.tables import read_table
+from medallion.transforms.change_records import (
+    ChangeRecords,
+    latest_change_per_key,
+    newer_than_tombstones,
+    quarantined_changes,
+    valid_changes,
+)
+
+_TOMBSTONE_NEWER = (
+    "named_struct('seq', s.sequence_num, 'at', s.updated_at) > "
+    "named_struct('seq', t.sequence_num, 'at', t.updated_at)"
+)
+_RECORD_TOMBSTONES = f"""
+    WHEN MATCHED AND {_TOMBSTONE_NEWER} THEN UPDATE SET *
+    WHEN NOT MATCHED THEN INSERT *
+"""
+
+
+def apply_changes_clauses(records: ChangeRecords) -> str:
+    """The MERGE clauses that apply each key's newest change (source ``s``) to its state row
+    (target ``t``): only a newer change acts; a DELETE removes the row."""
+    newer = f"{records.order_sql('s')} > {records.order_sql('t')}"
+    columns = records.change_columns
+    return f"""
+        WHEN MATCHED AND {newer} AND s.operation = 'DELETE' THEN DELETE
+        WHEN MATCHED AND {newer} THEN UPDATE SET {", ".join(f"t.`{c}` = s.`{c}`" for c in columns)}
+        WHEN NOT MATCHED AND s.operation <> 'DELETE' THEN
+            INSERT ({", ".join(f"`{c}`" for c in columns)})
+            VALUES ({", ".join(f"s.`{c}`" for c in columns)})
+    """
+
+
+def apply_changes_batches(
+    stream_name: str,
+    records: ChangeRecords,
+    validate: Callable[[DataFrame], DataFrame],
+    state_key: str,
+    tombstones_key: str,
+    quarantine_key: str,
+) -> BatchFactory:
+    """The batch factory of a stream that applies change records to ``state_key``.
+
+    ``validate`` turns bronze rows into rows with ``reason`` (NULL when valid) and the typed
+    change columns. Invalid changes go to the quarantine. Valid ones are reduced to each key's
+    newest change, changes not newer than a recorded DELETE are dropped, and one MERGE applies
+    the rest: newer UPDATE/INSERT rows replace older ones, a newer DELETE removes the row (a
+    ``delete`` in the Change Data Feed), older changes change nothing. Each key's newest DELETE
+    is kept in the tombstones (whether or not a newer change followed it in the batch), so that
+    an older change arriving later cannot bring the key back; a newer INSERT can. All writes
+    carry ``txnAppId``/``txnVersion``.
+    """
+
+    def make_batch(config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+        state, tombstones = config.table(state_key), config.table(tombstones_key)
+        quarantine = config.table(quarantine_key)
+        app_id = transaction_app_id(stream_name, checkpoint)
+        clauses = apply_changes_clauses(records)
+
+        def process(batch: DataFrame, batch_id: int) -> None:
+            spark = batch.sparkSession
+            validated = validate(batch).persist()
+            try:
+                invalid_count = validated.where(F.col("reason").isNotNull()).count()
+                changes = valid_changes(records, validated)
+                newest = latest_change_per_key(records, changes)
+                # Both MERGEs below read the tombstones as they were before this batch: the
+                # state MERGE runs first, and the tombstones MERGE only adds newer DELETEs.
+                live = newer_than_tombstones(records, newest, read_table(spark, tombstones))
+                # Each key's newest DELETE of the batch, even one a newer change overrides: the
+                # tombstones then hold every key's newest DELETE ever seen, whatever the batch
+                # boundaries.
+                deletes = latest_change_per_key(
+                    records, changes.where("operation = 'DELETE'")
+                ).select(*records.tombstone_columns)
+                with idempotent_writes(spark, app_id(spark), batch_id):
+                    if invalid_count:
+                        append_batch(quarantined_changes(records, validated), quarantine)
+                    merge_into(
+                        spark,
+                        state,
+                        live.select(*records.change_columns),
+                        [records.key],
+                        clauses,
+                    )
+                    pause_point(f"{stream_name}:{state.name}_merged")  # crash tests only
+                    merge_into(spark, tombstones, deletes, [records.key], _RECORD_TOMBSTONES)
+            finally:
+                validated.unpersist()
+
+        return process
+
+    return make_batch
