@@ -10,9 +10,9 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Config
 from medallion.gaps import gaps_table_spec
-from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.streams.flows import LAYERS
+from medallion.streams.progress import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
 from medallion.streams.sinks import Trigger
 from medallion.tables import ensure_tables
 

@@ -390,14 +390,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"medallion {args.command}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - the top level turns any failure into a message
-        from medallion.streams.runner import PipelineError, _short
+        from medallion.streams.runner import PipelineError, error_summary
 
         if args.verbose or not isinstance(error, PipelineError):
             log.debug("failure", exc_info=True)
         message = (
             str(error)
             if isinstance(error, PipelineError)
-            else f"{type(error).__name__}: {_short(error)}"
+            else f"{type(error).__name__}: {error_summary(error)}"
         )
         print(f"medallion {args.command}: failed: {message}", file=sys.stderr)
         return 1

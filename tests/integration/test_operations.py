@@ -13,12 +13,12 @@ from oracle import expected_from
 from medallion.config import Config, DeltaSourceOptions
 from medallion.generate import generate, write_file_atomically
 from medallion.ops.maintain import VacuumRefused, files_on_disk, maintain
-from medallion.ops.monitor import read_progress
 from medallion.ops.reset import execute_reset, plan_reset
 from medallion.ops.status import lake_status, render_status
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.streams.flows import flow
 from medallion.streams.fusion import is_member
+from medallion.streams.progress import read_progress
 from medallion.streams.runner import run_available_now
 from medallion.tables import history, read_table
 

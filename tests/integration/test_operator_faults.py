@@ -22,10 +22,10 @@ from medallion.cli import main
 from medallion.config import Config
 from medallion.gaps import recorded_gaps
 from medallion.generate import generate, write_file_atomically
-from medallion.ops.monitor import read_progress
 from medallion.ops.status import lake_status, render_status
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.streams.fusion import is_member
+from medallion.streams.progress import read_progress
 from medallion.streams.runner import PipelineError, run_available_now
 from medallion.streams.sources import landing_lines
 from medallion.tables import read_table, table_exists

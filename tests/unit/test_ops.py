@@ -14,12 +14,13 @@ from pyspark.sql.types import DecimalType, StringType, StructField, StructType
 
 from medallion.config import Config, ConfigError
 from medallion.conflicts import is_write_conflict, retry_on_conflict
-from medallion.ops import checkpoints, monitor
 from medallion.ops.lineage import downstream, stream_readers
 from medallion.ops.maintain import interval_hours
 from medallion.ops.reset import plan_reset
-from medallion.ops.schema import SchemaCheck, compare, is_restartable_schema_change
+from medallion.streams import checkpoint_files as checkpoints
+from medallion.streams import run_monitor
 from medallion.streams.flows import flow
+from medallion.streams.table_schema import SchemaCheck, compare, is_restartable_schema_change
 
 
 def test_lineage_is_read_from_the_flows():
@@ -235,13 +236,17 @@ def _started(recorder):
 
 def test_progress_rows_and_live_progress_without_flooding(monkeypatch, tmp_path, caplog):
     written = []
-    monkeypatch.setattr(monitor, "write_progress", lambda spark, config, rows: written.extend(rows))
-    monkeypatch.setattr(monitor, "wait_for_listener_bus", lambda spark: None)
+    monkeypatch.setattr(
+        run_monitor, "write_progress", lambda spark, config, rows: written.extend(rows)
+    )
+    monkeypatch.setattr(run_monitor, "wait_for_listener_bus", lambda spark: None)
     config = Config(landing=str(tmp_path), lake=str(tmp_path))
-    caplog.set_level(logging.INFO, logger="medallion.ops.monitor")
+    caplog.set_level(logging.INFO, logger="medallion.streams.run_monitor")
 
     # Not a terminal: a log line only when the counts changed, at most every log_seconds.
-    run = monitor.RunMonitor(_FakeSpark(), config, flush_seconds=3600, log_seconds=0.05, live=False)
+    run = run_monitor.RunMonitor(
+        _FakeSpark(), config, flush_seconds=3600, log_seconds=0.05, live=False
+    )
     run.start()
     recorder = run.spark.streams.listeners[0]
     _started(recorder)
@@ -269,7 +274,7 @@ def test_progress_rows_and_live_progress_without_flooding(monkeypatch, tmp_path,
 
     # A terminal: one status line redrawn in place.
     screen = io.StringIO()
-    run = monitor.RunMonitor(_FakeSpark(), config, flush_seconds=3600, stream=screen, live=True)
+    run = run_monitor.RunMonitor(_FakeSpark(), config, flush_seconds=3600, stream=screen, live=True)
     run.start()
     recorder = run.spark.streams.listeners[0]
     recorder.onQueryProgress(_progress_event("gold_x", 0, 5))  # a query of another run: ignored

@@ -31,10 +31,10 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Config, ConfigError, TableRef
 from medallion.conflicts import is_write_conflict, retry_on_conflict
-from medallion.ops import checkpoints
 from medallion.ops.lineage import stream_readers
-from medallion.ops.monitor import PROGRESS_TABLE_KEY, progress_table
 from medallion.pipelines import all_tables
+from medallion.streams import checkpoint_files as checkpoints
+from medallion.streams.progress import PROGRESS_TABLE_KEY, progress_table
 from medallion.tables import history, table_exists
 
 log = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config, TableRef
 from medallion.gaps import describe_gap, gaps_table, recorded_gaps
-from medallion.ops import checkpoints
 from medallion.ops.maintain import stream_lags
-from medallion.ops.monitor import PROGRESS_TABLE_KEY, progress_table, read_progress
+from medallion.streams import checkpoint_files as checkpoints
 from medallion.streams.flows import Flow, fusion_head
+from medallion.streams.progress import PROGRESS_TABLE_KEY, progress_table, read_progress
 from medallion.tables import history, read_table, table_exists
 
 

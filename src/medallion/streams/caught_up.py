@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from medallion.config import Config
-from medallion.ops import checkpoints
+from medallion.streams import checkpoint_files as checkpoints
 from medallion.streams.flows import Flow, fusion_head
 from medallion.tables import committed_version, table_id
 

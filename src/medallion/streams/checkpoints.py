@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 
 from medallion.config import Config
-from medallion.ops.checkpoints import replaced_files
 from medallion.storage import list_names, local_path
+from medallion.streams.checkpoint_files import replaced_files
 from medallion.tables import holds_data
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,6 @@ from pyspark.sql import functions as F
 from medallion.config import Config, TableRef
 from medallion.conflicts import retry_on_conflict
 from medallion.faults import pause_point
-from medallion.ops.schema import check_table_schema
 from medallion.session import is_connect_session
 from medallion.storage import local_path
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
@@ -48,6 +47,7 @@ from medallion.streams.sinks import (
     merge_into,
     query_id,
 )
+from medallion.streams.table_schema import check_table_schema
 from medallion.tables import history, holds_data, read_table
 from medallion.transforms.bronze import raw_lines
 from medallion.transforms.gold import (

@@ -39,8 +39,8 @@ from medallion.config import Config, TableRef
 from medallion.declarations import Landing
 from medallion.gaps import Gap, checked_through, gaps_table, mark_checked, recorded_gaps
 from medallion.gaps import record_gaps as append_gaps
-from medallion.ops.checkpoints import committed_batch
 from medallion.storage import local_path
+from medallion.streams.checkpoint_files import committed_batch
 from medallion.tables import read_table, table_exists
 
 log = logging.getLogger(__name__)

@@ -24,14 +24,14 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.gaps import Gap, checked_through, gaps_table, mark_checked, record_gaps
-from medallion.ops.checkpoints import (
+from medallion.storage import local_path as local_folder
+from medallion.streams.checkpoint_files import (
     committed_batch,
     local_path,
     note_pending_reads,
     pending_files,
     source_log,
 )
-from medallion.storage import local_path as local_folder
 from medallion.tables import read_table
 
 log = logging.getLogger(__name__)

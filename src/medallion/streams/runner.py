@@ -21,8 +21,6 @@ from medallion.declarations import Pipeline, landing_datasets
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
-from medallion.ops.monitor import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, monitored, progress_table
-from medallion.ops.schema import is_restartable_schema_change, schema_mismatch_in
 from medallion.parallel import in_parallel
 from medallion.pipelines import owners
 from medallion.session import is_connect_session
@@ -41,7 +39,10 @@ from medallion.streams.missing_files import (
     record_missing_files,
     start_checking,
 )
+from medallion.streams.progress import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
+from medallion.streams.run_monitor import monitored
 from medallion.streams.sinks import Trigger
+from medallion.streams.table_schema import is_restartable_schema_change, schema_mismatch_in
 from medallion.tables import (
     ensure_tables,
     history,
@@ -124,7 +125,7 @@ class RunReport:
         return "\n".join(lines)
 
 
-def _short(error: BaseException) -> str:
+def error_summary(error: BaseException) -> str:
     """The first meaningful line of an error, without a JVM stack trace."""
     text = getattr(error, "desc", None) or str(error)
     mismatch = schema_mismatch_in(text)  # raised inside foreachBatch: its message, whole
@@ -169,7 +170,7 @@ def describe_failure(flow: Flow, config: Config, error: BaseException) -> Pipeli
     writes = [key for name in (flow.name, *flow.fuses) for key in _flow(name).writes]
     return PipelineError(
         f"stream '{flow.name}' ({flow.reads} -> {', '.join(writes)}) failed; "
-        f"checkpoint {config.checkpoint(flow.name)}: {_short(error)}{way_out}"
+        f"checkpoint {config.checkpoint(flow.name)}: {error_summary(error)}{way_out}"
     )
 
 
@@ -663,7 +664,7 @@ def _run_streaming(
                 try:
                     _record_gaps(spark, config, flows)
                 except PySparkException as error:  # the next check catches up
-                    log.warning("could not check for input gaps yet: %s", _short(error))
+                    log.warning("could not check for input gaps yet: %s", error_summary(error))
                 next_landing_check = time.monotonic() + LANDING_CHECK_SECONDS
             for position, (flow, query) in enumerate(running):
                 if not query.isActive:
