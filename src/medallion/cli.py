@@ -233,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--rows", type=int, default=20)
     add_pipeline_argument(show)
 
-    from medallion.bundle.jobs import add_job_parser
+    from medallion.bundle.cli import add_job_parser
 
     add_job_parser(sub)  # medallion job list | run: the bundle's jobs (docs/bundle.md)
     from medallion.ops.cli import add_ops_parsers
@@ -363,7 +363,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_job(args: argparse.Namespace) -> int:
-    from medallion.bundle.jobs import cmd_job
+    from medallion.bundle.cli import cmd_job
 
     return cmd_job(args)
 

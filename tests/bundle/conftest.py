@@ -25,7 +25,7 @@ def bundle_schema() -> dict:
 
 @pytest.fixture(scope="session")
 def bundle():
-    from medallion.bundle.jobs import Bundle
+    from medallion.bundle.resolve import Bundle
 
     return Bundle(ROOT)
 
@@ -77,11 +77,12 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
     from lake_checks import assert_lake_matches
     from oracle import expected_from
 
-    from medallion.bundle.jobs import Bundle, run_job_locally
+    from medallion.bundle.local_run import run_job_locally
     from medallion.bundle.notebooks import Kernels, execute_notebook
+    from medallion.bundle.resolve import Bundle
     from medallion.generate import generate
-    from medallion.layers import TaskParams
     from medallion.tables import read_table
+    from medallion.task_params import TaskParams
 
     base = tmp_path_factory.mktemp("local-jobs")
     landing, lake, outputs = base / "landing", base / "lake", base / "runs"

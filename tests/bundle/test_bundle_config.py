@@ -13,10 +13,11 @@ import pytest
 import yaml
 from bundle_support import ROOT
 
-from medallion.bundle.jobs import LOCAL_TARGET, Bundle, BundleError, task_parameters
+from medallion.bundle.resolve import LOCAL_TARGET, Bundle, BundleError, task_parameters
 from medallion.cli import main
-from medallion.layers import TaskParams, select_flows
+from medallion.layers import select_flows
 from medallion.pipelines import pipelines
+from medallion.task_params import TaskParams
 
 BUNDLE_FILES = [ROOT / "databricks.yml", *sorted((ROOT / "resources").glob("*.yml"))]
 PIPELINE_JOBS = {
@@ -271,7 +272,7 @@ def _widgets_made(namespace: dict) -> dict[str, str]:
     would hold them, with their defaults."""
     from types import SimpleNamespace
 
-    from medallion.layers import notebook_params
+    from medallion.task_params import notebook_params
 
     made: dict[str, str] = {}
     widgets = SimpleNamespace(text=made.__setitem__, get=made.__getitem__)
@@ -299,7 +300,7 @@ def test_kafka_options_are_job_parameters_and_credentials_a_secret_scope(bundle,
     from dataclasses import fields
 
     from medallion.config import KafkaSourceOptions
-    from medallion.layers import TaskParams
+    from medallion.task_params import TaskParams
 
     job = bundle.jobs("prod")[job_key]
     task_fields = {f.name for f in fields(TaskParams)}

@@ -22,16 +22,17 @@ from lake_checks import assert_customers_match, assert_lake_matches, daily_reven
 from oracle import Expected, expected_customers, expected_daily_revenue, expected_from
 from processes import batch_in_flight, committed_batches, kill_group, start_medallion, wait_until
 
-from medallion.bundle.jobs import Bundle
+from medallion.bundle.resolve import Bundle
 from medallion.config import Config, KafkaSourceOptions
 from medallion.gaps import checked_through, mark_checked, recorded_gaps
 from medallion.generate import generate_customer_lines, generate_event_lines, write_file_atomically
-from medallion.layers import TaskParams, run_task
+from medallion.layers import run_task
 from medallion.streams.flows import flow
 from medallion.streams.kafka_gaps import CHECK as KAFKA_GAPS_CHECK
 from medallion.streams.kafka_gaps import failure_text, kafka_data_loss_hint, record_kafka_gaps
 from medallion.streams.runner import PipelineError, run_available_now
 from medallion.tables import read_table
+from medallion.task_params import TaskParams
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

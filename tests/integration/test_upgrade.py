@@ -4,8 +4,8 @@ as far as the gold stream has read (the whole upgrade: tests/integration/test_fu
 from __future__ import annotations
 
 from medallion.config import Config
+from medallion.pipelines.retail.upgrade import rows_read
 from medallion.streams.checkpoint_files import DeltaPosition
-from medallion.streams.upgrade import rows_read
 from medallion.tables import read_table
 
 

@@ -10,7 +10,6 @@ import pytest
 
 from medallion.cli import main
 from medallion.config import Config, ConfigError, KafkaSourceOptions
-from medallion.layers import TaskParams
 from medallion.session import KAFKA_MAVEN_PACKAGE, local_packages, packages_for
 from medallion.streams.kafka import (
     SECURITY_SETTINGS,
@@ -20,6 +19,7 @@ from medallion.streams.kafka import (
     security_options,
 )
 from medallion.streams.kafka_gaps import failure_text, kafka_data_loss_hint
+from medallion.task_params import TaskParams
 
 
 def _kafka_config(**options: object) -> Config:

@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
@@ -47,6 +44,7 @@ from medallion.streams.sinks import (
     merge_into,
     query_id,
 )
+from medallion.streams.stage_clock import STAGE_CLOCK, StageClock
 from medallion.streams.table_schema import check_table_schema
 from medallion.tables import history, holds_data, read_table
 from medallion.transforms.bronze import raw_lines
@@ -127,36 +125,6 @@ class EventTables:
             gold=config.table("gold/hourly_product_metrics"),
             users=config.table("gold/hourly_product_users"),
         )
-
-
-@dataclass
-class StageClock:
-    """Wall seconds spent in each stage, added up over the batches of a run."""
-
-    seconds: dict[str, float] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @contextmanager
-    def timing(self, stage: str) -> Iterator[None]:
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self.seconds[stage] = self.seconds.get(stage, 0.0) + time.monotonic() - started
-
-    def __reduce__(self) -> tuple[Callable[[], StageClock], tuple[()]]:
-        # A batch function sent to another process (Spark Connect's foreachBatch worker)
-        # times its stages on that process's clock: a lock cannot be pickled.
-        return _stage_clock, ()
-
-
-# Stage times of the batches run in this process, read by the runner for its report.
-STAGE_CLOCK = StageClock()
-
-
-def _stage_clock() -> StageClock:
-    return STAGE_CLOCK
 
 
 def input_bytes(batch: DataFrame) -> int | None:

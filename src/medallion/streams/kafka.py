@@ -300,10 +300,8 @@ def reader_options(
     what was skipped).
     """
     kafka = config.kafka
-    if not kafka.bootstrap_servers:
-        raise ConfigError("the Kafka source needs bootstrap servers (--kafka-bootstrap HOST:PORT)")
     options = {
-        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        **_connection_options(config),
         "subscribe": kafka.topic(dataset),
         "startingOffsets": kafka.starting_offsets,
         "includeHeaders": "false",
@@ -312,6 +310,16 @@ def reader_options(
         ),
         "failOnDataLoss": "true" if kafka.fail_on_data_loss else "false",
     }
+    return _with_security(options, security)
+
+
+def _connection_options(config: Config) -> dict[str, str]:
+    if not config.kafka.bootstrap_servers:
+        raise ConfigError("the Kafka source needs bootstrap servers (--kafka-bootstrap HOST:PORT)")
+    return {"kafka.bootstrap.servers": config.kafka.bootstrap_servers}
+
+
+def _with_security(options: dict[str, str], security: Mapping[str, str] | None) -> dict[str, str]:
     overlap = set(options) & set(security or {})
     if overlap:
         raise ConfigError(f"security settings may not set {', '.join(sorted(overlap))}")
@@ -322,10 +330,9 @@ def batch_read(spark: object, config: Config, **options: str):
     """A batch DataFrame of Kafka records with this deployment's servers and security options,
     and ``options`` (for example ``assign`` and ``startingOffsets``) instead of the stream's
     subscription and rate limit."""
-    merged = reader_options(config, "events", resolve_security_options(spark, config))
-    for streaming_only in ("subscribe", "maxOffsetsPerTrigger"):
-        merged.pop(streaming_only)
-    merged.update(options)
+    merged = _with_security(
+        {**_connection_options(config), **options}, resolve_security_options(spark, config)
+    )
     reader = spark.read.format("kafka")  # type: ignore[attr-defined]
     for key, value in merged.items():
         reader = reader.option(key, value)

@@ -28,7 +28,6 @@ from medallion.storage import folder_exists
 from medallion.streams import fusion
 from medallion.streams.caught_up import has_read_everything
 from medallion.streams.checkpoints import lost_checkpoint, replaced_landing_files
-from medallion.streams.events import STAGE_CLOCK
 from medallion.streams.flows import Flow, fusion_head
 from medallion.streams.flows import flow as _flow
 from medallion.streams.kafka import topic_has_records
@@ -42,6 +41,7 @@ from medallion.streams.missing_files import (
 from medallion.streams.progress import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
 from medallion.streams.run_monitor import monitored
 from medallion.streams.sinks import Trigger
+from medallion.streams.stage_clock import STAGE_CLOCK
 from medallion.streams.table_schema import is_restartable_schema_change, schema_mismatch_in
 from medallion.tables import (
     ensure_tables,

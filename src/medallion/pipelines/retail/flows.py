@@ -11,6 +11,7 @@ from medallion.config import Config
 from medallion.declarations import Flow, Landing
 from medallion.errors import PipelineError
 from medallion.pipelines.retail import tables as t
+from medallion.pipelines.retail.upgrade import backfill_hourly_users
 from medallion.streams import customers
 from medallion.streams.events import (
     STAGE_STREAMS,
@@ -22,7 +23,6 @@ from medallion.streams.events import (
 )
 from medallion.streams.sinks import Trigger, start_delta_foreach_batch, start_foreach_batch
 from medallion.streams.sources import input_lines
-from medallion.streams.upgrade import backfill_hourly_users
 
 
 def start_events(

@@ -1,12 +1,6 @@
-"""The bundle's jobs: read from ``databricks.yml`` and ``resources/*.yml``, run on a laptop.
-
-:class:`Bundle` reads the same YAML the Databricks CLI deploys, resolves ``${var.x}`` (and
-``${bundle.*}``, ``${workspace.current_user.*}``, ``${workspace.file_path}``) for a target, and
-returns each job's tasks. :func:`run_job_locally` runs a job's tasks in dependency order by
-executing their real notebooks with the job's parameters against local delta-spark; tasks that
-share a job cluster share a kernel (so one Spark session), as they share a cluster on
-Databricks. A continuous job runs with available-now triggers unless ``stream`` is set, in which
-case its tasks run side by side until SIGINT or SIGTERM.
+"""The bundle's jobs, as the Databricks CLI reads them: ``databricks.yml`` and the files it
+includes, with ``${var.x}`` (and ``${bundle.*}``, ``${workspace.current_user.*}``,
+``${workspace.file_path}``) resolved for a target.
 
 The ``local`` target of ``databricks.yml`` holds the laptop's values (paths instead of Unity
 Catalog names); it is what ``medallion job run`` uses unless told otherwise.
@@ -14,28 +8,18 @@ Catalog names); it is what ``medallion job run`` uses unless told otherwise.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import getpass
 import glob
-import logging
 import os
 import re
-import signal
-import sys
-import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
 from medallion.config import ConfigError
-
-if TYPE_CHECKING:
-    from medallion.bundle.notebooks import Kernels
 
 BUNDLE_FILE = "databricks.yml"
 LOCAL_TARGET = "local"
@@ -52,10 +36,6 @@ _MERGE_KEYS = {
 
 class BundleError(ConfigError):
     """The bundle's YAML is unusable: the message says which file, job or variable."""
-
-
-class JobFailed(RuntimeError):
-    """A task of a job run failed; the message names the task and its error."""
 
 
 @dataclass(frozen=True)
@@ -388,237 +368,7 @@ def _job(key: str, spec: dict, source: Path) -> Job:
     )
 
 
-# --- running a job on this machine -----------------------------------------------------------
-
-
-@dataclass
-class TaskRun:
-    """How one task of a local run went: SUCCESS, FAILED or SKIPPED."""
-
-    key: str
-    state: str
-    seconds: float = 0.0
-    error: str | None = None
-    output: Path | None = None
-    text: str = ""
-
-
 def task_parameters(job: Job, task: Task, params: Mapping[str, str]) -> dict[str, str]:
     """A task's parameters: its base parameters, with the job parameters over them (as on
     Databricks, where a job parameter overrides a task parameter of the same name)."""
     return {**task.base_parameters, **job.parameters, **params}
-
-
-def run_job_locally(
-    job: Job,
-    params: Mapping[str, str] | None = None,
-    *,
-    stream: bool = False,
-    output_dir: str | Path | None = None,
-    kernels: Kernels | None = None,
-    echo: Callable[[str], None] = print,
-    timeout: float | None = None,
-) -> list[TaskRun]:
-    """Run ``job``'s tasks here, in dependency order, and raise :class:`JobFailed` if one fails.
-
-    ``params`` override the job's parameters. A task whose upstream failed is skipped, as on
-    Databricks; the others still run. ``kernels`` (a :class:`~medallion.bundle.notebooks.Kernels`)
-    lets several runs share kernels; by default each run starts and stops its own.
-    """
-    from medallion.bundle.notebooks import Kernels
-
-    params = dict(params or {})
-    if stream and not job.continuous:
-        raise BundleError(f"job {job.key} is not continuous: --stream applies to continuous jobs")
-    if job.continuous:
-        params.setdefault(TRIGGER_PARAMETER, "processing_time" if stream else "available_now")
-    unsupported = [t.key for t in job.tasks if t.notebook is None]
-    if unsupported:
-        raise BundleError(
-            f"job {job.key}: tasks {', '.join(unsupported)} are not notebook tasks; "
-            "only notebook tasks run locally"
-        )
-    missing = [f"{t.key} ({t.notebook})" for t in job.tasks if not t.notebook.is_file()]
-    if missing:
-        raise BundleError(f"job {job.key}: notebooks not found for {', '.join(missing)}")
-    order = job.task_order()
-    own = kernels is None
-    log = Path(output_dir) / "kernels.log" if output_dir else None
-    pool = Kernels(log_path=log) if own else kernels
-    try:
-        if stream:
-            runs = _run_side_by_side(job, order, params, pool, output_dir, echo)
-        else:
-            runs = _run_in_order(job, order, params, pool, output_dir, echo, timeout)
-    finally:
-        if own:
-            pool.close()
-    failed = [r for r in runs if r.state == "FAILED"]
-    if failed:
-        skipped = [r.key for r in runs if r.state == "SKIPPED"]
-        tail = f"; skipped: {', '.join(skipped)}" if skipped else ""
-        first = failed[0]
-        raise JobFailed(f"job {job.key}: task {first.key} failed: {first.error}{tail}")
-    return runs
-
-
-def _run_task(job, task, params, pool, output_dir, timeout, kernel_key=None) -> TaskRun:
-    from medallion.bundle.notebooks import execute_notebook
-
-    output = Path(output_dir) / f"{task.key}.ipynb" if output_dir else None
-    result = execute_notebook(
-        task.notebook,
-        task_parameters(job, task, params),
-        pool,
-        kernel_key=kernel_key or task.job_cluster_key or "default",
-        output_path=output,
-        timeout=timeout,
-    )
-    state = "SUCCESS" if result.ok else "FAILED"
-    return TaskRun(task.key, state, result.seconds, result.error, output, result.text)
-
-
-def _report(run: TaskRun, echo: Callable[[str], None]) -> None:
-    echo(f"task {run.key}: {run.state} in {run.seconds:.1f} s")
-    for line in run.text.rstrip().splitlines():
-        echo(f"  {line}")
-    if run.error:
-        echo(f"  error: {run.error}")
-
-
-def _run_in_order(job, order, params, pool, output_dir, echo, timeout) -> list[TaskRun]:
-    runs: dict[str, TaskRun] = {}
-    for task in order:
-        blocked = [d for d in task.depends_on if runs[d].state != "SUCCESS"]
-        if blocked:
-            runs[task.key] = TaskRun(task.key, "SKIPPED", error=f"upstream {blocked[0]} failed")
-            echo(f"task {task.key}: SKIPPED (upstream {', '.join(blocked)} did not succeed)")
-            continue
-        echo(f"task {task.key}: running {task.notebook.name}")
-        runs[task.key] = _run_task(job, task, params, pool, output_dir, timeout)
-        _report(runs[task.key], echo)
-    return list(runs.values())
-
-
-def _run_side_by_side(job, order, params, pool, output_dir, echo) -> list[TaskRun]:
-    """Every task at once, each on its own kernel, until SIGINT or SIGTERM interrupts them."""
-    from medallion.bundle.notebooks import Kernels
-
-    kernels = Kernels(pool.kernel_name, pool.env, log_path=pool.log_path)
-    runs: dict[str, TaskRun] = {}
-    stopping = threading.Event()
-
-    def run(task: Task) -> None:
-        runs[task.key] = _run_task(job, task, params, kernels, output_dir, None, task.key)
-
-    def request_stop(signum: int, _frame: object) -> None:
-        echo(f"received {signal.Signals(signum).name}: stopping every task after its batch")
-        stopping.set()
-        kernels.interrupt_all()
-
-    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    threads = [threading.Thread(target=run, args=(t,), name=t.key) for t in order]
-    try:
-        for thread in threads:
-            echo(f"task {thread.name}: streaming (stop with Ctrl-C or SIGTERM)")
-            thread.start()
-        while any(t.is_alive() for t in threads):
-            time.sleep(0.2)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        kernels.close()
-    for task in order:
-        _report(runs[task.key], echo)
-    return [runs[t.key] for t in order]
-
-
-# --- the command line: medallion job list | run ----------------------------------------------
-
-
-def _pairs(values: Sequence[str] | None, what: str) -> dict[str, str]:
-    out = {}
-    for item in values or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise BundleError(f"{what} takes NAME=VALUE, not {item!r}")
-        out[name] = value
-    return out
-
-
-def add_job_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``medallion job list`` and ``medallion job run`` to the CLI's subcommands."""
-    job = subparsers.add_parser("job", help="list the bundle's jobs, or run one (here or deployed)")
-    job.add_argument("--bundle", help="folder of databricks.yml (default: found from here)")
-    actions = job.add_subparsers(dest="job_command", required=True)
-    listing = actions.add_parser("list", help="one line per job: its key, then its tasks")
-    listing.add_argument("--target", default=LOCAL_TARGET, help="bundle target (default: local)")
-    run = actions.add_parser("run", help="run a job: its notebooks here, or a deployed job")
-    run.add_argument("job_key", help="the job's key in resources/*.yml")
-    run.add_argument(
-        "--target",
-        default=LOCAL_TARGET,
-        help="local (default): run the notebooks here; another target: run the deployed job",
-    )
-    run.add_argument("--stream", action="store_true", help="continuous jobs: run until stopped")
-    run.add_argument("--var", action="append", metavar="NAME=VALUE", help="set a bundle variable")
-    run.add_argument("--param", action="append", metavar="NAME=VALUE", help="set a job parameter")
-    run.add_argument("--landing", help="local runs: the landing folder (sets var landing)")
-    run.add_argument("--lake", help="local runs: the lake folder (sets var lake)")
-    run.add_argument("--output", help="local runs: folder for the executed notebooks")
-    run.add_argument("--profile", help="deployed runs: Databricks CLI profile")
-    run.add_argument("--job-id", type=int, help="deployed runs: the job's id, if not found by name")
-    run.add_argument(
-        "--poll", type=float, default=10.0, help="deployed runs: seconds between state checks"
-    )
-
-
-def cmd_job(args: argparse.Namespace) -> int:
-    """``medallion job ...``: list the jobs, or run one; returns the exit code."""
-    logging.getLogger("traitlets").setLevel(logging.WARNING)  # nbclient's per-notebook notes
-    bundle = Bundle(args.bundle) if args.bundle else Bundle()
-    if args.job_command == "list":
-        jobs = bundle.jobs(args.target)
-        width = max((len(k) for k in jobs), default=0)
-        for key, job in jobs.items():
-            print(f"{key:<{width}}  {' '.join(t.key for t in job.task_order())}")
-        return 0
-    variables = _pairs(args.var, "--var")
-    for name in ("landing", "lake"):
-        if getattr(args, name):
-            variables[name] = os.path.abspath(getattr(args, name))
-    params = _pairs(args.param, "--param")
-    if args.target != LOCAL_TARGET:
-        return _run_deployed(bundle, args, variables, params)
-    job = bundle.job(args.job_key, args.target, overrides=variables)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    output = (
-        Path(args.output) if args.output else bundle.root / "build" / "job-runs" / job.key / stamp
-    )
-    kind = "streaming until stopped" if args.stream else "available now"
-    print(f"job {job.key} ({kind}); executed notebooks in {output}", flush=True)
-    try:
-        runs = run_job_locally(
-            job, params, stream=args.stream, output_dir=output, echo=lambda s: print(s, flush=True)
-        )
-    except JobFailed as failure:
-        print(f"medallion job run: {failure}", file=sys.stderr)
-        return 1
-    print(f"job {job.key}: {len(runs)} tasks succeeded")
-    return 0
-
-
-def _run_deployed(bundle: Bundle, args: argparse.Namespace, variables, params) -> int:
-    from medallion.bundle.workspace import find_job_id, run_job, workspace_client
-
-    client = workspace_client(args.profile)
-    job_id = args.job_id
-    if job_id is None:
-        user = client.current_user.me().user_name or ""
-        job = bundle.job(args.job_key, args.target, overrides=variables, user_name=user)
-        job_id = find_job_id(client, bundle.deployed_name(job, args.target, user))
-    outcome = run_job(client, job_id, params or None, poll_seconds=args.poll)
-    if not outcome.succeeded:
-        print(f"medallion job run: {outcome.describe()}", file=sys.stderr)
-        return 1
-    return 0

@@ -1,0 +1,173 @@
+"""The parameters of a job task or a notebook, as text (job parameters, widgets, notebook
+variables), and the :class:`~medallion.config.Config` they describe.
+
+:meth:`TaskParams.config` turns them into the one Config that decides names and paths: with
+``catalog`` set, tables are Unity Catalog names and files live in Volumes; without it, tables
+are paths under ``lake``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+
+from medallion.config import Config, ConfigError, KafkaSourceOptions, parse_settings
+
+TRIGGERS = ("available_now", "processing_time")
+FILE_SOURCES = ("auto", "files", "autoloader")
+SOURCES = ("files", "kafka")
+VOLUMES_PREFIX = "/Volumes/"
+
+
+@dataclass(frozen=True)
+class TaskParams:
+    """The parameters of a pipeline task, as text (job parameters, widgets, notebook variables).
+
+    >>> TaskParams(landing="/tmp/landing", lake="/tmp/lake", flows="silver_events").flow_names
+    ('silver_events',)
+    """
+
+    catalog: str = ""
+    schema: str = "medallion"
+    landing: str = ""
+    lake: str = ""
+    checkpoint_root: str = ""
+    file_source: str = "auto"
+    trigger: str = "available_now"
+    interval_seconds: str = "10"
+    max_files_per_trigger: str = ""
+    # The pipelines the task runs (comma-separated; medallion/pipelines), empty: all of them.
+    pipeline: str = ""
+    # Pipeline settings, NAME=VALUE comma-separated (``medallion pipelines`` lists them).
+    settings: str = ""
+    flows: str = ""
+    # Bronze's input: landing files, or Kafka topics (docs/kafka.md). The credentials are never
+    # parameters: they are read from the secret scope ``kafka_secret_scope`` names (on
+    # Databricks), else from MEDALLION_KAFKA_* environment variables.
+    source: str = "files"
+    kafka_bootstrap: str = ""
+    events_topic: str = "events"
+    customers_topic: str = "customers"
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: str = ""
+    kafka_secret_scope: str = ""
+    # "false" reads what remains when Kafka records not read yet are gone, and records the
+    # lost offsets in <lake>/_system/data_gaps (--kafka-accept-data-loss; docs/kafka.md).
+    kafka_fail_on_data_loss: str = "true"
+
+    def __post_init__(self) -> None:
+        if self.trigger not in TRIGGERS:
+            raise ConfigError(f"unknown trigger {self.trigger!r}: use {' or '.join(TRIGGERS)}")
+        if self.source not in SOURCES:
+            raise ConfigError(f"unknown source {self.source!r}: use {' or '.join(SOURCES)}")
+        if self.file_source not in FILE_SOURCES:
+            raise ConfigError(
+                f"unknown file source {self.file_source!r}: use {', '.join(FILE_SOURCES)}"
+            )
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> TaskParams:
+        """The parameters among ``values`` (other keys are ignored), as text."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: "" if v is None else str(v) for k, v in values.items() if k in names})
+
+    @property
+    def stream(self) -> bool:
+        """True when the flows keep running with processing-time triggers."""
+        return self.trigger == "processing_time"
+
+    @property
+    def flow_names(self) -> tuple[str, ...]:
+        """The flows named by ``flows`` (comma-separated), in order."""
+        return tuple(name.strip() for name in self.flows.split(",") if name.strip())
+
+    def config(self) -> Config:
+        """The Config these parameters describe; relative local paths are made absolute."""
+        try:
+            interval = float(self.interval_seconds)
+            max_files = int(self.max_files_per_trigger) if self.max_files_per_trigger else None
+            max_offsets = (
+                int(self.max_offsets_per_trigger) if self.max_offsets_per_trigger else None
+            )
+        except ValueError as error:
+            raise ConfigError(f"invalid number in the task parameters: {error}") from None
+        fail_on_data_loss = self.kafka_fail_on_data_loss.strip().lower() or "true"
+        if fail_on_data_loss not in ("true", "false"):
+            raise ConfigError(
+                f"kafka_fail_on_data_loss must be true or false, not {self.kafka_fail_on_data_loss!r}"
+            )
+        return Config(
+            pipelines=tuple(p.strip() for p in self.pipeline.split(",") if p.strip()),
+            settings=parse_settings(self.settings),
+            # The Kafka source reads no landing files; its Config still names a folder.
+            landing=_absolute(self.landing or (self.lake if self.source == "kafka" else "")),
+            lake=_absolute(self.lake),
+            catalog=self.catalog or None,
+            schema=self.schema,
+            checkpoint_root=_absolute(self.checkpoint_root) or None,
+            file_source=resolve_file_source(self.file_source),
+            max_files_per_trigger=max_files,
+            trigger_interval_seconds=interval,
+            source=self.source,  # type: ignore[arg-type]  # checked in __post_init__
+            kafka=KafkaSourceOptions(
+                bootstrap_servers=self.kafka_bootstrap or None,
+                events_topic=self.events_topic,
+                customers_topic=self.customers_topic,
+                starting_offsets=self.starting_offsets,
+                max_offsets_per_trigger=max_offsets,
+                secret_scope=self.kafka_secret_scope or None,
+                fail_on_data_loss=fail_on_data_loss == "true",
+            ),
+        )
+
+
+def _absolute(path: str) -> str:
+    """A local relative path made absolute; URIs and absolute paths are kept as they are."""
+    if not path or "://" in path or path.startswith("/"):
+        return path
+    return os.path.abspath(path)
+
+
+def resolve_file_source(choice: str = "auto") -> str:
+    """The file source to read landing files with; the one place that choice is made.
+
+    ``auto`` picks Auto Loader (``cloudFiles``) on Databricks, its runtime or Databricks Connect,
+    and Spark's open-source file source everywhere else. Both read the same lines under the
+    same contract (medallion/streams/sources.py).
+    """
+    if choice != "auto":
+        return choice
+    from medallion.session import session_kind
+
+    return "autoloader" if session_kind() in ("databricks", "databricks-connect") else "files"
+
+
+def notebook_params(namespace: Mapping[str, object]) -> TaskParams:
+    """A notebook's :class:`TaskParams`: every parameter, from a widget, else a variable.
+
+    ``namespace`` is the notebook's ``globals()``. Its variables named like parameters are the
+    local defaults (a job run outside Databricks injects its values into them); a parameter
+    without one defaults as :class:`TaskParams` does. On Databricks, where ``dbutils`` exists,
+    each parameter is a text widget with that default, and the widget's value (the job's or
+    the task's parameter, when a job runs the notebook) wins. So every notebook takes every
+    parameter, and its parameters cell only holds what differs on a laptop.
+    """
+    defaults = {f.name: namespace.get(f.name, f.default) for f in fields(TaskParams)}
+    return TaskParams.from_mapping(
+        widget_values(defaults, list(defaults), namespace.get("dbutils"))
+    )
+
+
+def widget_values(
+    namespace: Mapping[str, object], names: Sequence[str], dbutils: object | None = None
+) -> dict[str, str]:
+    """The values of the named notebook parameters: widgets with ``dbutils`` (by default the
+    namespace's), else the namespace's variables."""
+    values = {name: str(namespace[name]) for name in names if name in namespace}
+    dbutils = namespace.get("dbutils") if dbutils is None else dbutils
+    if dbutils is not None:
+        for name, default in values.items():
+            dbutils.widgets.text(name, default)  # type: ignore[attr-defined]
+            values[name] = dbutils.widgets.get(name)  # type: ignore[attr-defined]
+    return values
