@@ -42,7 +42,8 @@ import psutil
 from measure import REPO, run_child
 from streaming import measure_growth, measure_latency, measure_recovery
 
-from medallion.generate import FaultRates, generate
+from medallion.generate import FaultRates
+from medallion.pipelines.retail.generator import generate
 
 # ~1% invalid (0.7% breaking a rule, 0.3% malformed JSON), 5% re-sent duplicates.
 BENCH_FAULTS = FaultRates(invalid=0.007, malformed=0.003, duplicate=0.05)

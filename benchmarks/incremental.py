@@ -34,7 +34,8 @@ from pathlib import Path
 from measure import PYTHON, REPO, read_commits
 from peers.common import finish
 
-from medallion.generate import FaultRates, generate, generate_event_lines, write_file_atomically
+from medallion.generate import FaultRates, write_file_atomically
+from medallion.pipelines.retail.generator import generate, generate_event_lines
 
 MEDALLION = [PYTHON, "-m", "medallion.cli"]
 # The bench's fault mix (benchmarks/bench.py): ~1% invalid, 5% re-sent duplicates.

@@ -3,7 +3,7 @@ of small files (medallion/compaction.py).
 
 Each micro-batch is what the events stream does with one small landed file, called directly
 rather than through N real triggers (which cost minutes more on a laptop): the real
-``foreachBatch`` function of ``bronze_events`` (streams/events.py) on the file's lines, which
+``foreachBatch`` function of ``bronze_events`` (pipelines/retail/events.py) on the file's lines, which
 appends to bronze, the quarantine and silver, MERGEs into gold and appends the users it
 counted.
 
@@ -50,10 +50,10 @@ def _counts(spark, config) -> dict[str, dict[str, int]]:
 def run(mode: str, batches: int, events_per_batch: int, lake: Path) -> dict:
     from medallion.compaction import compact_fragmented
     from medallion.config import Config
-    from medallion.generate import generate_event_lines
     from medallion.ops.maintain import maintain
+    from medallion.pipelines.retail.events import events_batch
+    from medallion.pipelines.retail.generator import generate_event_lines
     from medallion.session import get_spark
-    from medallion.streams.events import events_batch
     from medallion.tables import ensure_tables
 
     spark = get_spark(app_name="medallion-small-files")

@@ -25,7 +25,8 @@ from measure import (
     visible_times,
 )
 
-from medallion.generate import FaultRates, generate_event_lines, write_file_atomically
+from medallion.generate import FaultRates, write_file_atomically
+from medallion.pipelines.retail.generator import generate_event_lines
 
 MEDALLION = [PYTHON, "-m", "medallion.cli"]
 

@@ -398,7 +398,7 @@ def _customer_key(line: str) -> str | None:
 
 def _demo(args: argparse.Namespace) -> int:
     """Broker -> generated events and customer changes on topics -> medallion run -> gold."""
-    from medallion.generate import generate_customer_lines, generate_event_lines
+    from medallion.pipelines.retail.generator import generate_customer_lines, generate_event_lines
 
     workdir = Path(args.workdir).resolve()
     shutil.rmtree(workdir, ignore_errors=True)

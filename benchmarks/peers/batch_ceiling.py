@@ -18,6 +18,7 @@ from common import finish, fresh_workdir, parse_args, session
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from medallion.pipelines.retail.contract import EVENT_FIELDS
 from medallion.transforms.bronze import to_bronze
 
 
@@ -32,7 +33,7 @@ def write_bronze(spark: SparkSession, landing: str, table: str) -> None:
             F.current_timestamp().alias("_ingested_at"),
         )
     )
-    to_bronze(lines).write.format("delta").mode("append").save(table)
+    to_bronze(lines, EVENT_FIELDS).write.format("delta").mode("append").save(table)
 
 
 def main() -> None:

@@ -221,7 +221,7 @@ def _extra_columns(names: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
     names = tuple(validate_identifier(n, "extra column") for n in names)
     if not names:
         return names
-    from medallion.transforms.silver import SILVER_EVENT_COLUMNS
+    from medallion.pipelines.retail.transforms.silver import SILVER_EVENT_COLUMNS
 
     seen: set[str] = set()
     for name in names:

@@ -15,8 +15,6 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-EVENT_TYPES = ("view", "add_to_cart", "purchase")
-
 # Patterns end in ``\z`` (the very end of the text), never ``$``: Java's ``$`` also matches
 # before a final line terminator, so ``...Z$`` would accept ``"2026-11-20T10:00:00Z\n"``.
 
@@ -70,28 +68,7 @@ class FieldRule:
     allowed: tuple[str, ...] = ()
 
 
-EVENT_FIELDS: tuple[FieldRule, ...] = (
-    FieldRule("event_id", "string", True),
-    FieldRule("event_type", "string", True, EVENT_TYPES),
-    FieldRule("user_id", "string", True),
-    FieldRule("product_id", "string", True),
-    FieldRule("category", "string", False),
-    FieldRule("revenue", "money", False),
-    FieldRule("event_timestamp", "timestamp", True),
-)
-
 OPERATIONS = ("INSERT", "UPDATE", "DELETE")
-
-CUSTOMER_FIELDS: tuple[FieldRule, ...] = (
-    FieldRule("customer_id", "string", True),
-    FieldRule("name", "string", False),
-    FieldRule("email", "string", False),
-    FieldRule("country", "string", False),
-    FieldRule("segment", "string", False),
-    FieldRule("operation", "string", True, OPERATIONS),
-    FieldRule("sequence_num", "integer", True),
-    FieldRule("updated_at", "timestamp", True),
-)
 
 _JSON_KIND_OF = {
     "string": "string",
@@ -227,7 +204,7 @@ def parse_event_timestamp(text: Column) -> Column:
 Rule = tuple[Column, Column]
 
 
-def _rule(condition: Column, message: Column | str) -> Rule:
+def make_rule(condition: Column, message: Column | str) -> Rule:
     return condition, message if isinstance(message, Column) else F.lit(message)
 
 
@@ -344,19 +321,19 @@ def _field_rules(rule: FieldRule) -> list[Rule]:
     text = field_text(rule.name)
     rules: list[Rule] = []
     if rule.required:
-        rules.append(_rule(missing, f"missing field: {rule.name}"))
+        rules.append(make_rule(missing, f"missing field: {rule.name}"))
     noun = "an integer" if rule.kind == "integer" else f"a {expected}"
     rules.append(
-        _rule(
+        make_rule(
             ~missing & ~right_kind,
             F.concat(F.lit(f"{rule.name} must be {noun}, got "), kind_of_schema(schema)),
         )
     )
     if rule.kind == "string" and rule.required:
-        rules.append(_rule(well_typed & is_blank(text), f"{rule.name} is empty"))
+        rules.append(make_rule(well_typed & is_blank(text), f"{rule.name} is empty"))
     if rule.allowed:
         rules.append(
-            _rule(
+            make_rule(
                 well_typed & ~text.isin(*rule.allowed) & ~is_blank(text),
                 F.concat(F.lit(f"unknown {rule.name}: "), F.substring(text, 1, 64)),
             )
@@ -368,9 +345,9 @@ def _field_rules(rule: FieldRule) -> list[Rule]:
         unparsed = well_typed & parsed.isNull()
         no_zone = text.rlike(NO_ZONE_PATTERN)
         bad_offset = text.rlike(ANY_OFFSET_PATTERN) & ~text.rlike(TIMESTAMP_PATTERN)
-        rules.append(_rule(unparsed & no_zone, f"{rule.name} has no time zone"))
+        rules.append(make_rule(unparsed & no_zone, f"{rule.name} has no time zone"))
         rules.append(
-            _rule(
+            make_rule(
                 unparsed & bad_offset,
                 F.concat(
                     F.lit(f"{rule.name} has a zone offset outside -18:00..+18:00: "),
@@ -379,7 +356,7 @@ def _field_rules(rule: FieldRule) -> list[Rule]:
             )
         )
         rules.append(
-            _rule(
+            make_rule(
                 unparsed & ~no_zone & ~bad_offset,
                 F.concat(
                     F.lit(f"{rule.name} is not an ISO-8601 timestamp with a zone: "),
@@ -389,7 +366,7 @@ def _field_rules(rule: FieldRule) -> list[Rule]:
         )
         low, high = (F.lit(bound).cast("timestamp") for bound in TIMESTAMP_RANGE)
         rules.append(
-            _rule(
+            make_rule(
                 well_typed & ((parsed < low) | (parsed >= high)),
                 F.concat(
                     F.lit(
@@ -401,14 +378,14 @@ def _field_rules(rule: FieldRule) -> list[Rule]:
         )
     if rule.kind == "integer":
         rules.append(
-            _rule(
+            make_rule(
                 well_typed & field_value(rule.name).isNull(),
                 F.concat(F.lit(f"{rule.name} must be an integer, got "), F.substring(text, 1, 64)),
             )
         )
     if rule.kind == "number":
         rules.append(
-            _rule(
+            make_rule(
                 well_typed & field_value(rule.name).isNull(), f"{rule.name} is not a finite number"
             )
         )
@@ -416,11 +393,11 @@ def _field_rules(rule: FieldRule) -> list[Rule]:
         as_double = F.col(_hidden("double", rule.name))
         not_finite = as_double.isNull() | F.isnan(as_double) | (F.abs(as_double) == float("inf"))
         negative = as_double < 0 if rule.kind == "money" else F.lit(False)
-        rules.append(_rule(well_typed & not_finite, f"{rule.name} is not a finite number"))
+        rules.append(make_rule(well_typed & not_finite, f"{rule.name} is not a finite number"))
         if rule.kind == "money":
-            rules.append(_rule(well_typed & ~not_finite & negative, f"{rule.name} is negative"))
+            rules.append(make_rule(well_typed & ~not_finite & negative, f"{rule.name} is negative"))
         rules.append(
-            _rule(
+            make_rule(
                 well_typed & ~not_finite & ~negative & field_value(rule.name).isNull(),
                 f"{rule.name} does not fit {REVENUE_TYPE} (at most 14 integer and 4 decimal digits)",
             )
@@ -470,17 +447,3 @@ def record_reason(
     messages = F.array(*[F.when(condition, message) for condition, message in rules])
     content_reason = F.when(failed, F.array_join(F.array_compact(messages), "; "))
     return F.coalesce(_structural_reason(raw, doc), F.nullif(content_reason, F.lit("")))
-
-
-def event_reason(raw: Column, doc: Column) -> Column:
-    """Why a raw event line is not a valid event, or NULL when it is valid (reads the columns
-    of ``with_field_values(..., EVENT_FIELDS)``)."""
-    is_purchase = field_text("event_type") == "purchase"
-    no_revenue = _rule(is_purchase & field_missing("revenue"), "purchase without revenue")
-    return record_reason(raw, doc, EVENT_FIELDS, (no_revenue,))
-
-
-def customer_reason(raw: Column, doc: Column) -> Column:
-    """Why a raw customer change line is not a valid change, or NULL when it is valid (reads
-    the columns of ``with_field_values(..., CUSTOMER_FIELDS)``)."""
-    return record_reason(raw, doc, CUSTOMER_FIELDS)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import timedelta
 from functools import reduce
 
 from pyspark.errors import AnalysisException
@@ -17,7 +16,7 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config, TableRef
 from medallion.tables import history as table_history
-from medallion.tables import read_table, table_exists
+from medallion.tables import table_exists
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 
@@ -148,37 +147,3 @@ def stream_progress(spark: SparkSession, config: Config) -> DataFrame | None:
             )
         )
     return reduce(DataFrame.unionByName, frames) if frames else None
-
-
-def hourly_totals(spark: SparkSession, config: Config) -> DataFrame:
-    """Gold summed over products: views, carts, purchases and revenue per hour."""
-    gold = read_table(spark, config.table("gold/hourly_product_metrics"))
-    return (
-        gold.groupBy("window_start")
-        .agg(
-            F.sum("views").alias("views"),
-            F.sum("add_to_carts").alias("add_to_carts"),
-            F.sum("purchases").alias("purchases"),
-            F.sum("revenue").cast("double").alias("revenue"),
-        )
-        .orderBy("window_start")
-    )
-
-
-def plot_hourly_metrics(spark: SparkSession, config: Config, last_hours: int = 48):
-    """A matplotlib figure of the last ``last_hours`` hours of gold: revenue bars, purchases."""
-    import matplotlib.pyplot as plt
-
-    totals = hourly_totals(spark, config).toPandas()
-    if not totals.empty:
-        since = totals["window_start"].max() - timedelta(hours=last_hours)
-        totals = totals[totals["window_start"] > since]
-    figure, revenue_axis = plt.subplots(figsize=(10, 4))
-    revenue_axis.bar(totals["window_start"], totals["revenue"], width=1 / 24, color="tab:blue")
-    revenue_axis.set_ylabel("revenue per hour (bars)")
-    purchases_axis = revenue_axis.twinx()
-    purchases_axis.plot(totals["window_start"], totals["purchases"], "o", color="tab:orange")
-    purchases_axis.set_ylabel("purchases per hour (dots)")
-    revenue_axis.set_title("gold/hourly_product_metrics, all products (UTC hours)")
-    figure.autofmt_xdate()
-    return figure

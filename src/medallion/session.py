@@ -59,7 +59,7 @@ LOCAL_SPARK_CONF: dict[str, str] = {
 # medallion's own local sessions evaluate queries rather than compile them to Java: a stream's
 # batches and Delta's reads of its own log (for every write tagged with txnAppId) are small,
 # and generating their code each time took a third of a streaming run's CPU. Large batches of
-# events are compiled all the same (streams/events.py).
+# events are compiled all the same (pipelines/retail/events.py).
 INTERPRETED_QUERIES: dict[str, str] = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",

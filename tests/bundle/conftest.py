@@ -80,7 +80,7 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
     from medallion.bundle.local_run import run_job_locally
     from medallion.bundle.notebooks import Kernels, execute_notebook
     from medallion.bundle.resolve import Bundle
-    from medallion.generate import generate
+    from medallion.pipelines.retail.generator import generate
     from medallion.tables import read_table
     from medallion.task_params import TaskParams
 

@@ -9,7 +9,7 @@ from lake_checks import assert_change_feed_audited, assert_lake_matches
 from oracle import expected_from
 
 from medallion.config import TableRef
-from medallion.generate import generate
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.caught_up import has_read_everything
 from medallion.streams.flows import flow
 from medallion.streams.runner import run_available_now

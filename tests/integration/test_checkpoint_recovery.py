@@ -9,7 +9,7 @@ from lake_checks import assert_lake_matches
 from oracle import expected_from
 from pyspark.errors import PySparkException
 
-from medallion.generate import generate
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.checkpoints import discard_abandoned_writes
 from medallion.streams.runner import run_available_now
 from medallion.streams.sources import delta_stream

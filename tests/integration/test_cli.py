@@ -5,7 +5,7 @@ from __future__ import annotations
 from processes import run_medallion
 
 from medallion.cli import main
-from medallion.generate import generate
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.runner import run_available_now
 
 

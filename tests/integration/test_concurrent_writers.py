@@ -8,7 +8,7 @@ import logging
 import threading
 from decimal import Decimal
 
-from medallion.streams.customers import gold_revenue_batch
+from medallion.pipelines.retail.customers import gold_revenue_batch
 from medallion.streams.sinks import merge_into
 from medallion.tables import ensure_tables, read_table
 

@@ -16,10 +16,10 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.errors import PipelineError
-from medallion.generate import generate
 from medallion.ops.reset import execute_reset, plan_reset
-from medallion.streams import events
-from medallion.streams.events import events_batch
+from medallion.pipelines.retail import events
+from medallion.pipelines.retail.events import events_batch
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.fusion import FUSED_MARKER, RESET_MARKER
 from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table, unregister_table

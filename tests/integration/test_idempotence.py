@@ -6,7 +6,8 @@ import json
 
 from pyspark.sql import functions as F
 
-from medallion.streams.events import gold_hourly_batch, silver_events_batch
+from medallion.pipelines.retail.contract import EVENT_FIELDS
+from medallion.pipelines.retail.events import gold_hourly_batch, silver_events_batch
 from medallion.streams.sinks import TXN_APP_ID, TXN_VERSION, append_batch, idempotent_writes
 from medallion.tables import ensure_tables, read_table
 from medallion.transforms.bronze import to_bronze
@@ -28,7 +29,8 @@ def _fake_checkpoint(path, query_id="q-1"):
 def _bronze_batch(spark):
     lines = spark.createDataFrame([(x, "f1") for x in LINES], "value string, _source_file string")
     return to_bronze(
-        lines.withColumn("_ingested_at", F.lit("2026-11-20 02:00:00").cast("timestamp"))
+        lines.withColumn("_ingested_at", F.lit("2026-11-20 02:00:00").cast("timestamp")),
+        EVENT_FIELDS,
     )
 
 

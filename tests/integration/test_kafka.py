@@ -25,8 +25,9 @@ from processes import batch_in_flight, committed_batches, kill_group, start_meda
 from medallion.bundle.resolve import Bundle
 from medallion.config import Config, KafkaSourceOptions
 from medallion.gaps import checked_through, mark_checked, recorded_gaps
-from medallion.generate import generate_customer_lines, generate_event_lines, write_file_atomically
+from medallion.generate import write_file_atomically
 from medallion.layers import run_task
+from medallion.pipelines.retail.generator import generate_customer_lines, generate_event_lines
 from medallion.streams.flows import flow
 from medallion.streams.kafka_gaps import CHECK as KAFKA_GAPS_CHECK
 from medallion.streams.kafka_gaps import failure_text, kafka_data_loss_hint, record_kafka_gaps

@@ -17,8 +17,8 @@ from lake_checks import assert_customers_match, assert_lake_matches
 from oracle import expected_customers, expected_from
 
 from medallion.config import Config
-from medallion.generate import generate
 from medallion.pipelines import pipelines
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 

@@ -9,8 +9,8 @@ from lake_checks import assert_lake_matches
 from oracle import expected_from
 from processes import committed_batches, kill_group, start_medallion, wait_until
 
-from medallion.generate import generate
 from medallion.ops.maintain import maintain
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.runner import run_available_now
 from medallion.tables import history
 

@@ -11,11 +11,12 @@ from lake_checks import assert_change_feed_audited, assert_lake_matches, lake_sn
 from oracle import expected_from
 
 from medallion.config import Config, DeltaSourceOptions
-from medallion.generate import generate, write_file_atomically
+from medallion.generate import write_file_atomically
 from medallion.ops.maintain import VacuumRefused, files_on_disk, maintain
 from medallion.ops.reset import execute_reset, plan_reset
 from medallion.ops.status import lake_status, render_status
 from medallion.pipelines.retail.flows import FLOWS
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.flows import flow
 from medallion.streams.fusion import is_member
 from medallion.streams.progress import read_progress

@@ -21,9 +21,11 @@ from processes import start_medallion, wait_until
 from medallion.cli import main
 from medallion.config import Config
 from medallion.gaps import recorded_gaps
-from medallion.generate import generate, write_file_atomically
+from medallion.generate import write_file_atomically
 from medallion.ops.status import lake_status, render_status
+from medallion.pipelines.retail.contract import EVENT_FIELDS
 from medallion.pipelines.retail.flows import FLOWS
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.fusion import is_member
 from medallion.streams.progress import read_progress
 from medallion.streams.runner import PipelineError, run_available_now
@@ -146,7 +148,7 @@ def _list_next_bronze_batch_then_die(spark, config: Config) -> None:
         raise RuntimeError("killed before the batch was written")
 
     query = (
-        to_bronze(landing_lines(spark, config, "events"))
+        to_bronze(landing_lines(spark, config, "events"), EVENT_FIELDS)
         .writeStream.foreachBatch(die)
         .option("checkpointLocation", config.checkpoint("bronze_events"))
         .trigger(availableNow=True)

@@ -10,7 +10,8 @@ from lake_checks import assert_customers_match, assert_lake_matches, lake_snapsh
 from oracle import expected_customers, expected_from
 
 from medallion.config import Config
-from medallion.generate import FaultRates, generate, write_file_atomically
+from medallion.generate import FaultRates, write_file_atomically
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 

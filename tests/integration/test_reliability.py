@@ -29,8 +29,8 @@ from oracle import expected_customers, expected_from
 from processes import batch_in_flight, kill_group, start_medallion, wait_until
 
 from medallion.config import Config
-from medallion.generate import generate
 from medallion.pipelines.retail.flows import FLOWS
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.fusion import is_member
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table

@@ -17,7 +17,7 @@ import pytest
 
 from medallion.compaction import MIN_SMALL_FILES, compact_fragmented
 from medallion.config import Config
-from medallion.generate import generate
+from medallion.pipelines.retail.generator import generate
 from medallion.streams.progress import progress_table
 from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table

@@ -9,16 +9,16 @@ import json
 
 from pyspark.sql import functions as F
 
-from medallion.contracts import CUSTOMER_FIELDS
-from medallion.transforms.bronze import to_bronze
-from medallion.transforms.change_records import latest_change_per_key, valid_changes
-from medallion.transforms.customers import CUSTOMERS, validate_changes
-from medallion.transforms.silver import (
+from medallion.pipelines.retail.contract import CUSTOMER_FIELDS, EVENT_FIELDS
+from medallion.pipelines.retail.transforms.customers import CUSTOMERS, validate_changes
+from medallion.pipelines.retail.transforms.silver import (
     SILVER_EVENT_COLUMNS,
     deduplicate_events,
     valid_events,
     validate_events,
 )
+from medallion.transforms.bronze import to_bronze
+from medallion.transforms.change_records import latest_change_per_key, valid_changes
 
 # What the Kafka source gives bronze (medallion.streams.sources.kafka_lines), one micro-batch.
 KAFKA_LINES = (
@@ -60,7 +60,7 @@ def test_offset_9_beats_offset_10_of_the_same_partition_in_one_batch(spark):
             (event("e2", "from-partition-2"), 2, 5),
         ],
     )
-    silver = silver_rows(to_bronze(lines))
+    silver = silver_rows(to_bronze(lines, EVENT_FIELDS))
     got = {row.event_id: (row.user_id, row._source_file) for row in silver.collect()}
     assert got == {
         "e1": ("from-offset-9", "kafka://t/0/9"),
@@ -75,7 +75,7 @@ def test_lines_from_files_are_still_ordered_by_file(spark):
         [(event("e1", "from-b"), "b.json"), (event("e1", "from-a"), "a.json")],
         "value string, _source_file string",
     ).withColumn("_ingested_at", F.lit(BATCH_TIME))
-    silver = silver_rows(to_bronze(df))
+    silver = silver_rows(to_bronze(df, EVENT_FIELDS))
     assert [(row.user_id, row._source_file) for row in silver.collect()] == [("from-a", "a.json")]
     assert tuple(silver.columns) == SILVER_EVENT_COLUMNS
 
@@ -142,5 +142,8 @@ def test_copies_in_one_file_are_decided_by_content_revenue_and_category_included
     df = spark.createDataFrame(
         [(line, "f.json") for line in lines], "value string, _source_file string"
     ).withColumn("_ingested_at", F.lit(BATCH_TIME))
-    got = {r.event_id: (int(r.revenue), r.category) for r in silver_rows(to_bronze(df)).collect()}
+    got = {
+        r.event_id: (int(r.revenue), r.category)
+        for r in silver_rows(to_bronze(df, EVENT_FIELDS)).collect()
+    }
     assert got == {"e1": (5, "toys"), "e2": (7, None)}

@@ -11,15 +11,15 @@ from oracle import customer_change, event_is_valid
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.contracts import CUSTOMER_FIELDS
-from medallion.transforms.bronze import to_bronze
-from medallion.transforms.customers import validate_changes
-from medallion.transforms.silver import (
+from medallion.pipelines.retail.contract import CUSTOMER_FIELDS, EVENT_FIELDS
+from medallion.pipelines.retail.transforms.customers import validate_changes
+from medallion.pipelines.retail.transforms.silver import (
     deduplicate_events,
     quarantined_events,
     valid_events,
     validate_events,
 )
+from medallion.transforms.bronze import to_bronze
 
 GOOD = {
     "event_id": '"e1"',
@@ -40,7 +40,7 @@ def reasons(spark, *lines: str) -> list[str | None]:
     df = spark.createDataFrame(
         [(x, "f", None) for x in lines], "value string, _source_file string, _ingested_at timestamp"
     )
-    validated = validate_events(to_bronze(df))
+    validated = validate_events(to_bronze(df, EVENT_FIELDS))
     return [row.reason for row in validated.collect()]
 
 
@@ -292,7 +292,9 @@ def test_money_in_exponent_form_keeps_every_digit(spark):
         [(raw, "f", None) for raw in raws],
         "value string, _source_file string, _ingested_at timestamp",
     )
-    got = [row.revenue for row in valid_events(validate_events(to_bronze(df))).collect()]
+    got = [
+        row.revenue for row in valid_events(validate_events(to_bronze(df, EVENT_FIELDS))).collect()
+    ]
     assert got == [
         Decimal("12345678901234.5678"),
         Decimal("99999999999999.9999"),
@@ -310,7 +312,7 @@ def test_valid_events_have_typed_utc_columns(spark):
         [(line(event_timestamp='"2026-11-20T13:45:12.123456+05:30"'), "f1", None)],
         "value string, _source_file string, _ingested_at timestamp",
     )
-    got = valid_events(validate_events(to_bronze(df))).select(
+    got = valid_events(validate_events(to_bronze(df, EVENT_FIELDS))).select(
         "event_id", "revenue", "event_timestamp", "event_date"
     )
     expected = spark.createDataFrame(
@@ -333,7 +335,7 @@ def test_bronze_strips_only_the_last_cr_of_a_line(spark):
         [(line() + "\r\r", "f"), (line(event_type='"refund"') + "\r\r", "f"), ("\r\r", "f")],
         "value string, _source_file string",
     ).withColumn("_ingested_at", F.current_timestamp())
-    got = [(row._raw, row.reason) for row in validate_events(to_bronze(df)).collect()]
+    got = [(row._raw, row.reason) for row in validate_events(to_bronze(df, EVENT_FIELDS)).collect()]
     assert got == [
         (line() + "\r", None),
         (line(event_type='"refund"') + "\r", "unknown event_type: refund"),
@@ -345,7 +347,7 @@ def test_bronze_keeps_every_non_blank_line_and_strips_crlf(spark):
         [(line() + "\r", "f"), ("", "f"), ("  \t", "f"), ("garbage", "f")],
         "value string, _source_file string",
     ).withColumn("_ingested_at", F.current_timestamp())
-    bronze = to_bronze(df)
+    bronze = to_bronze(df, EVENT_FIELDS)
     assertDataFrameEqual(
         bronze.select("event_id", "revenue", "_raw"),
         spark.createDataFrame(
@@ -359,7 +361,7 @@ def test_quarantine_keeps_the_raw_line_and_reason(spark):
     df = spark.createDataFrame(
         [("oops", "f", None)], "value string, _source_file string, _ingested_at timestamp"
     )
-    got = quarantined_events(validate_events(to_bronze(df))).select("reason", "_raw")
+    got = quarantined_events(validate_events(to_bronze(df, EVENT_FIELDS))).select("reason", "_raw")
     assertDataFrameEqual(
         got,
         spark.createDataFrame(

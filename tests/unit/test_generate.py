@@ -9,7 +9,8 @@ from collections import defaultdict
 
 from oracle import customer_change, event_is_valid, read_file_lines
 
-from medallion.generate import FaultRates, generate
+from medallion.generate import FaultRates
+from medallion.pipelines.retail.generator import generate
 
 
 def test_files_are_deterministic_and_no_temp_files_remain(tmp_path):

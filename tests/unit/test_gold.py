@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.transforms.gold import (
+from medallion.pipelines.retail.transforms.gold import (
     HOURLY_KEYS,
     METRIC_COLUMNS,
     USER_KEY_COLUMNS,

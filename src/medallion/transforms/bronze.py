@@ -5,14 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from medallion.contracts import (
-    EVENT_FIELDS,
-    FieldRule,
-    as_string,
-    is_blank,
-    json_field,
-    parse_json_line,
-)
+from medallion.contracts import FieldRule, as_string, is_blank, json_field, parse_json_line
 
 # Columns every bronze table carries after the parsed fields.
 METADATA_COLUMNS = ("_raw", "_source_file", "_ingested_at")
@@ -47,7 +40,7 @@ def arrival_order(df: DataFrame) -> list[Column]:
     return [F.col(name).asc() for name in names]
 
 
-def to_bronze(lines: DataFrame, fields: tuple[FieldRule, ...] = EVENT_FIELDS) -> DataFrame:
+def to_bronze(lines: DataFrame, fields: tuple[FieldRule, ...]) -> DataFrame:
     """Turn raw lines into bronze rows.
 
     ``lines`` has ``value`` (one line, without its ``\\n``), ``_source_file`` and

@@ -17,14 +17,15 @@ from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from medallion.transforms.bronze import to_bronze
-from medallion.transforms.gold import hourly_product_metrics
-from medallion.transforms.silver import (
+from medallion.pipelines.retail.contract import EVENT_FIELDS
+from medallion.pipelines.retail.transforms.gold import hourly_product_metrics
+from medallion.pipelines.retail.transforms.silver import (
     CONTENT_ORDER_COLUMNS,
     SILVER_EVENT_COLUMNS,
     valid_events,
     validate_events,
 )
+from medallion.transforms.bronze import to_bronze
 
 LANDING = spark.conf.get("spark.medallion.sdp.landing")  # noqa: F821 (injected by spark-pipelines)
 BRONZE = "bronze_events"
@@ -44,7 +45,7 @@ def _bronze() -> DataFrame:
             F.current_timestamp().alias("_ingested_at"),
         )
     )
-    return to_bronze(lines)
+    return to_bronze(lines, EVENT_FIELDS)
 
 
 # Built here, not in the query function: to_bronze asks for ``lines.columns`` (a schema
@@ -59,7 +60,7 @@ def bronze_events() -> DataFrame:
 
 
 def first_per_event_id(events: DataFrame) -> DataFrame:
-    """medallion.transforms.silver.deduplicate_events, ending in a select instead of a drop.
+    """medallion.pipelines.retail.transforms.silver.deduplicate_events, ending in a select instead of a drop.
 
     Spark Connect's planner analyzes a Drop's (and a Deduplicate's) input as soon as the flow is
     registered, before any pipeline table exists, which fails with TABLE_OR_VIEW_NOT_FOUND; a

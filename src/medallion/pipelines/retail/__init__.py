@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from medallion.declarations import Pipeline
-from medallion.generate import FaultRates, generate
+from medallion.generate import FaultRates
 from medallion.pipelines import register
 from medallion.pipelines.retail.flows import FLOWS
+from medallion.pipelines.retail.generator import generate
 from medallion.pipelines.retail.tables import TABLES
 
 

@@ -10,10 +10,9 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.config import Config
 from medallion.declarations import Flow, Landing
 from medallion.errors import PipelineError
+from medallion.pipelines.retail import customers
 from medallion.pipelines.retail import tables as t
-from medallion.pipelines.retail.upgrade import backfill_hourly_users
-from medallion.streams import customers
-from medallion.streams.events import (
+from medallion.pipelines.retail.events import (
     STAGE_STREAMS,
     STAGES,
     events_batch,
@@ -21,6 +20,7 @@ from medallion.streams.events import (
     lost_users_refusal,
     silver_events_batch,
 )
+from medallion.pipelines.retail.upgrade import backfill_hourly_users
 from medallion.streams.sinks import Trigger, start_delta_foreach_batch, start_foreach_batch
 from medallion.streams.sources import input_lines
 

@@ -14,10 +14,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Config, TableRef
 from medallion.errors import PipelineError
+from medallion.pipelines.retail.transforms.gold import hourly_user_keys
 from medallion.streams.checkpoint_files import DeltaPosition, delta_position
 from medallion.streams.sinks import append_batch
 from medallion.tables import commit_actions, holds_data, read_table
-from medallion.transforms.gold import hourly_user_keys
 
 log = logging.getLogger(__name__)
 

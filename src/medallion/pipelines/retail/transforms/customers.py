@@ -6,14 +6,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
-    CUSTOMER_FIELDS,
     REVENUE_SUM_TYPE,
-    customer_reason,
     field_text,
     field_value,
     parse_json_line,
     with_field_values,
 )
+from medallion.pipelines.retail.contract import CUSTOMER_FIELDS, customer_reason
 from medallion.transforms.bronze import kafka_position_columns
 from medallion.transforms.change_records import ChangeRecords
 

@@ -9,7 +9,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
-from medallion.contracts import CUSTOMER_FIELDS
+from medallion.pipelines.retail.contract import CUSTOMER_FIELDS
+from medallion.pipelines.retail.transforms.customers import (
+    CUSTOMERS,
+    daily_revenue_by_country,
+    enrich_purchases,
+    validate_changes,
+)
 from medallion.streams.apply_changes import apply_changes_batches
 from medallion.streams.sinks import (
     Trigger,
@@ -22,12 +28,6 @@ from medallion.streams.sinks import (
 from medallion.streams.sources import delta_stream, input_lines
 from medallion.tables import read_table
 from medallion.transforms.bronze import to_bronze
-from medallion.transforms.customers import (
-    CUSTOMERS,
-    daily_revenue_by_country,
-    enrich_purchases,
-    validate_changes,
-)
 
 _ADD_REVENUE = """
     WHEN MATCHED THEN UPDATE SET t.revenue = t.revenue + s.revenue,

@@ -9,17 +9,16 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
-    EVENT_FIELDS,
     REVENUE_TYPE,
     apply_stages,
     as_string,
-    event_reason,
     field_text,
     field_value,
     field_value_stages,
     json_field,
     parse_json_line,
 )
+from medallion.pipelines.retail.contract import EVENT_FIELDS, event_reason
 from medallion.transforms.bronze import (
     KAFKA_POSITION_COLUMNS,
     METADATA_COLUMNS,

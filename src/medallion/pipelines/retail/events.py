@@ -35,6 +35,20 @@ from pyspark.sql import functions as F
 from medallion.config import Config, TableRef
 from medallion.conflicts import retry_on_conflict
 from medallion.faults import pause_point
+from medallion.pipelines.retail.transforms.gold import (
+    HOURLY_KEYS,
+    METRIC_COLUMNS,
+    USER_KEY_COLUMNS,
+    hourly_increments,
+    hourly_user_keys,
+)
+from medallion.pipelines.retail.transforms.silver import (
+    bronze_rows,
+    deduplicate_events,
+    quarantined_events,
+    valid_events,
+    validate_events,
+)
 from medallion.session import is_connect_session
 from medallion.storage import local_path
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
@@ -48,20 +62,6 @@ from medallion.streams.stage_clock import STAGE_CLOCK, StageClock
 from medallion.streams.table_schema import check_table_schema
 from medallion.tables import history, holds_data, read_table
 from medallion.transforms.bronze import raw_lines
-from medallion.transforms.gold import (
-    HOURLY_KEYS,
-    METRIC_COLUMNS,
-    USER_KEY_COLUMNS,
-    hourly_increments,
-    hourly_user_keys,
-)
-from medallion.transforms.silver import (
-    bronze_rows,
-    deduplicate_events,
-    quarantined_events,
-    valid_events,
-    validate_events,
-)
 
 log = logging.getLogger(__name__)
 

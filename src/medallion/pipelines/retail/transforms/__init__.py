@@ -1,0 +1,1 @@
+"""Retail's pure transformations: events to silver and gold, customer changes and revenue."""
