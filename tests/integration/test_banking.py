@@ -33,7 +33,7 @@ def test_banking_matches_its_oracle_across_deliveries(spark, dirs):
     assert banking.generate is not None
     config = _banking(landing, lake)
     deliveries = Deliveries(landing)
-    banking.generate(str(landing), records=800, files=2, seed=11, faults=FAULTS)
+    banking.generate(str(landing), records=400, files=2, seed=11, faults=FAULTS)
     report = run_available_now(spark, config)
     assert {t.table for t in report.tables} == {t.key for t in banking.tables}
     expected = deliveries.ran()
@@ -92,7 +92,7 @@ def test_banking_matches_its_oracle_across_deliveries(spark, dirs):
     write_file_atomically(
         str(landing / "transactions"), "transactions-99-00000.json", on_known + resent
     )
-    banking.generate(str(landing), records=400, files=2, seed=12, faults=FAULTS)
+    banking.generate(str(landing), records=250, files=1, seed=12, faults=FAULTS)
     run_available_now(spark, config)
     expected = deliveries.ran()
     assert expected.transactions["tx-99-0"]["alert_reasons"] == ["high_risk_score"]
@@ -109,7 +109,7 @@ def test_a_kill_mid_batch_loses_and_doubles_nothing(spark, tmp_path):
     landing, lake, pauses = tmp_path / "landing", tmp_path / "lake", tmp_path / "pauses"
     pauses.mkdir()
     (banking,) = pipelines(["banking"])
-    banking.generate(str(landing), records=500, files=2, seed=14, faults=FAULTS)
+    banking.generate(str(landing), records=300, files=2, seed=14, faults=FAULTS)
     args = ("run", "--landing", str(landing), "--lake", str(lake), "--pipeline", "banking")
     point = "silver_transactions:quarantined"
     process = start_medallion(

@@ -20,12 +20,12 @@ def _iso(at: datetime) -> str:
     return at.isoformat().replace("+00:00", "Z")
 
 
-def _profile(rng: random.Random, number: int, start: datetime) -> dict:
+def _profile(rng: random.Random, index: int, number: int, start: datetime) -> dict:
     # One account in 12 was opened in the last three weeks (the new-account rule applies to
     # it), and one in 15 is high-risk: spread evenly, so that a small batch has both.
-    new = number % 12 == 5
+    new = index % 12 == 5
     opened = start - timedelta(days=rng.randrange(1, 21) if new else rng.randrange(60, 2000))
-    risky = number % 15 == 1
+    risky = index % 15 == 1
     return {
         "account_id": f"acc-{number:05d}",
         "risk_score": round(rng.uniform(0.81, 0.99) if risky else rng.betavariate(2, 9), 3),
@@ -44,7 +44,7 @@ def account_change_lines(accounts: int, seed: int, faults: FaultRates) -> tuple[
     profiles = {}
     changes: list[dict] = []
     for number in range(accounts):
-        profile = _profile(rng, number + seed * 100_000, start)
+        profile = _profile(rng, number, number + seed * 100_000, start)
         profiles[profile["account_id"]] = profile
         at = start - timedelta(minutes=rng.randrange(60, 600))
         changes.append(dict(profile, operation="INSERT", sequence_num=1, updated_at=_iso(at)))
@@ -87,12 +87,17 @@ def _invalid_change(rng: random.Random, change: dict) -> dict:
     return broken
 
 
-def _amount(rng: random.Random, profile: dict | None) -> float:
+def _amount(rng: random.Random, profile: dict | None, start: datetime) -> float:
     average = profile["avg_transaction_amount"] if profile else 60.0
+    opened = (
+        datetime.fromisoformat(profile["opened_at"].replace("Z", "+00:00")) if profile else None
+    )
+    # New accounts are where large first payments come from (and what the new-account rule is for).
+    large = 0.15 if opened is not None and start - opened < timedelta(days=21) else 0.02
     roll = rng.random()
     if roll < 0.02:  # far above the account's usual spending
         return round(average * rng.uniform(6, 20), 2)
-    if roll < 0.04:  # a large amount, which on a new account is suspicious
+    if roll < 0.02 + large:  # a large amount, which on a new account is suspicious
         return round(rng.uniform(1000.01, 4000), 2)
     return max(0.01, round(average * rng.lognormvariate(0, 0.5), 2))
 
@@ -134,7 +139,7 @@ def transaction_lines(
         transaction = {
             "transaction_id": f"tx-{seed}-{n:07d}",
             "account_id": account,
-            "amount": _amount(rng, profiles.get(account)),
+            "amount": _amount(rng, profiles.get(account), start),
             "currency": rng.choice(_CURRENCIES),
             "merchant": rng.choice(_MERCHANTS),
             "channel": rng.choice(_CHANNELS),
