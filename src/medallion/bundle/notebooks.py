@@ -49,7 +49,8 @@ class NotebookResult:
 
 
 def inject_parameters(nb: nbformat.NotebookNode, params: Mapping[str, str], cwd: Path):
-    """A copy of ``nb`` that runs in ``cwd`` with ``params`` assigned after its parameters cell.
+    """A copy of ``nb`` that runs in ``cwd``, from an empty namespace, with ``params`` assigned
+    after its parameters cell.
 
     >>> nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
     >>> nb.cells[0].metadata["tags"] = ["parameters"]
@@ -68,7 +69,11 @@ def inject_parameters(nb: nbformat.NotebookNode, params: Mapping[str, str], cwd:
     position = tagged[0] + 1 if tagged else 0
     if params:
         cells.insert(position, injected)
-    chdir = nbformat.v4.new_code_cell(f"import os\nos.chdir({str(cwd)!r})")
+    # A shared kernel keeps the variables of the notebook it ran before (a change-data task's
+    # ``flows``, say): each notebook starts from an empty namespace, as each task's does on
+    # Databricks. Modules, and so the Spark session, stay.
+    start = f'get_ipython().run_line_magic("reset", "-f")\nimport os\nos.chdir({str(cwd)!r})'
+    chdir = nbformat.v4.new_code_cell(start)
     chdir.metadata["tags"] = [INJECTED_TAG]
     copy.cells = [chdir, *cells]
     return copy
