@@ -13,9 +13,12 @@ from medallion.tables import read_table
 
 
 def _plain(value):
-    """Values as both readers can agree on: timestamps as naive UTC."""
+    """Values as both readers can agree on, and hashable: timestamps as naive UTC, arrays as
+    tuples."""
     if isinstance(value, datetime) and value.tzinfo is not None:
         return value.astimezone(timezone.utc).replace(tzinfo=None)
+    if isinstance(value, list):
+        return tuple(_plain(v) for v in value)
     return value
 
 

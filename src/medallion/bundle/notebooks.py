@@ -70,9 +70,14 @@ def inject_parameters(nb: nbformat.NotebookNode, params: Mapping[str, str], cwd:
     if params:
         cells.insert(position, injected)
     # A shared kernel keeps the variables of the notebook it ran before (a change-data task's
-    # ``flows``, say): each notebook starts from an empty namespace, as each task's does on
-    # Databricks. Modules, and so the Spark session, stay.
-    start = f'get_ipython().run_line_magic("reset", "-f")\nimport os\nos.chdir({str(cwd)!r})'
+    # ``flows``, say): each notebook starts without them, as each task does on Databricks.
+    # Only the variables it defined go (``%reset_selective``), not IPython's own names nor
+    # ``__main__``'s (Spark Connect's foreachBatch pickles by them); modules and so the Spark
+    # session stay.
+    start = (
+        'get_ipython().run_line_magic("reset_selective", "-f .")\n'
+        f"import os\nos.chdir({str(cwd)!r})"
+    )
     chdir = nbformat.v4.new_code_cell(start)
     chdir.metadata["tags"] = [INJECTED_TAG]
     copy.cells = [chdir, *cells]
