@@ -12,7 +12,8 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,35 @@ def faulty_line(
     if roll < faults.malformed + faults.invalid:
         return json.dumps(invalid(rng, record)), False
     return json.dumps(record), True
+
+
+@dataclass
+class FaultyFeed:
+    """The lines of one dataset in arrival order, with the faults of ``faults``: records sent
+    late, cut short (malformed) or broken by the dataset's own ``invalid``, and valid lines
+    re-sent byte for byte."""
+
+    rng: random.Random
+    faults: FaultRates
+    lines: list[str] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)
+
+    def arrival(self, at: datetime) -> datetime:
+        """When a record of time ``at`` is sent: ``at``, or for a late one (never the first)
+        up to three days earlier."""
+        if self.sent and self.rng.random() < self.faults.late:
+            return at - timedelta(minutes=self.rng.randrange(1, 3 * 24 * 60))
+        return at
+
+    def add(self, record: dict, invalid: Callable[[random.Random, dict], dict]) -> None:
+        """Send ``record`` (see :func:`faulty_line`), and now and then a copy of a valid line
+        sent before."""
+        line, intact = faulty_line(self.rng, record, self.faults, invalid)
+        self.lines.append(line)
+        if intact:
+            self.sent.append(line)
+        if self.sent and self.rng.random() < self.faults.duplicate:
+            self.lines.append(self.rng.choice(self.sent))
 
 
 def write_in_files(

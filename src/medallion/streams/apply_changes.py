@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from medallion.config import Config
 from medallion.faults import pause_point
 from medallion.streams.sinks import (
     BatchFactory,
@@ -69,7 +70,7 @@ def apply_changes_batches(
     carry ``txnAppId``/``txnVersion``.
     """
 
-    def make_batch(config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    def make_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
         state, tombstones = config.table(state_key), config.table(tombstones_key)
         quarantine = config.table(quarantine_key)
         app_id = transaction_app_id(stream_name, checkpoint)

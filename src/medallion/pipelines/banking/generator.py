@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta, timezone
 
-from medallion.generate import FaultRates, faulty_line, write_in_files
+from medallion.generate import FaultRates, FaultyFeed, faulty_line, write_in_files
 
 TRANSACTIONS, ACCOUNTS = "transactions", "accounts"
 _START = datetime(2026, 11, 20, 8, tzinfo=timezone.utc)
@@ -128,12 +128,10 @@ def transaction_lines(
     rng = random.Random(seed * 7 + 2)
     start = _START + timedelta(hours=seed % 97)
     ids = sorted(profiles)
-    lines: list[str] = []
-    sent: list[str] = []
+    feed = FaultyFeed(rng, faults)
     for n in range(records):
         at = start + timedelta(seconds=n * 7 + rng.randrange(7), milliseconds=rng.randrange(1000))
-        if sent and rng.random() < faults.late:
-            at -= timedelta(minutes=rng.randrange(1, 3 * 24 * 60))  # up to three days late
+        at = feed.arrival(at)
         unknown = not ids or rng.random() < 0.02
         account = f"acc-x{rng.randrange(1000):04d}" if unknown else rng.choice(ids)
         transaction = {
@@ -145,13 +143,8 @@ def transaction_lines(
             "channel": rng.choice(_CHANNELS),
             "transaction_timestamp": _iso(at),
         }
-        line, intact = faulty_line(rng, transaction, faults, _invalid_transaction)
-        lines.append(line)
-        if intact:
-            sent.append(line)
-        if sent and rng.random() < faults.duplicate:
-            lines.append(rng.choice(sent))  # a re-sent copy, byte for byte
-    return lines
+        feed.add(transaction, _invalid_transaction)
+    return feed.lines
 
 
 def generate(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta, timezone
 
-from medallion.generate import FaultRates, faulty_line, write_in_files
+from medallion.generate import FaultRates, FaultyFeed, write_in_files
 
 DATASET = "device_readings"
 _START = datetime(2026, 11, 20, tzinfo=timezone.utc)
@@ -43,20 +43,12 @@ def reading_lines(records: int, seed: int, faults: FaultRates, devices: int = 50
     """``records`` reading lines in arrival order, faults included."""
     rng = random.Random(seed)
     start = _START + timedelta(hours=seed % 97)
-    lines: list[str] = []
-    sent: list[str] = []
+    feed = FaultyFeed(rng, faults)
     for n in range(records):
         at = start + timedelta(seconds=n * 2 + rng.randrange(2), milliseconds=rng.randrange(1000))
-        if sent and rng.random() < faults.late:
-            at -= timedelta(minutes=rng.randrange(1, 3 * 24 * 60))  # up to three days late
-        reading = _reading(rng, rng.randrange(devices), at)
-        line, intact = faulty_line(rng, reading, faults, _invalid)
-        lines.append(line)
-        if intact:
-            sent.append(line)
-        if sent and rng.random() < faults.duplicate:
-            lines.append(rng.choice(sent))  # a re-sent copy, byte for byte
-    return lines
+        at = feed.arrival(at)
+        feed.add(_reading(rng, rng.randrange(devices), at), _invalid)
+    return feed.lines
 
 
 def generate(
