@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	rm -rf $(DEMO)
-	$(BIN)/medallion generate --landing $(DEMO)/landing --events 5000 --files 8 --seed 7
+	$(BIN)/medallion generate --landing $(DEMO)/landing --records 5000 --files 8 --seed 7
 	$(BIN)/medallion run --landing $(DEMO)/landing --lake $(DEMO)/lake
 	$(BIN)/medallion show --lake $(DEMO)/lake --layer gold
 

@@ -28,9 +28,17 @@ def start_medallion(
     )
 
 
-def run_medallion(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run ``medallion ARGS`` to completion and capture its output."""
-    return subprocess.run([MEDALLION, *args], capture_output=True, text=True, timeout=timeout)
+def run_medallion(
+    *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``medallion ARGS`` to completion and capture its output; ``env`` adds variables."""
+    return subprocess.run(
+        [MEDALLION, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def kill_group(process: subprocess.Popen) -> None:

@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from medallion.config import (
     Config,
@@ -18,33 +19,38 @@ from medallion.config import (
     KafkaSourceOptions,
     parse_settings,
 )
-from medallion.ops.cli import add_pipeline_argument
+from medallion.console import step
+from medallion.ops.cli import add_output_argument, add_pipeline_argument, print_json
 
 log = logging.getLogger("medallion")
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
 
 def _configure_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT, stream=sys.stderr
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    from medallion import console
+
+    console.configure(verbose)
+    if verbose:  # the JVM's output on the console too, not only in its log file
+        os.environ["MEDALLION_VERBOSE"] = "1"
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be zero or more")
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("use a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
     return value
 
 
-def _add_lake(parser: argparse.ArgumentParser, landing: bool) -> None:
-    if landing:
-        parser.add_argument("--landing", required=True, help="folder where input files land")
-    parser.add_argument(
-        "--lake", required=True, help="folder holding the Delta tables and checkpoints"
-    )
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("use a share from 0 to 1") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("must be from 0 to 1")
+    return value
 
 
 def _starting_version(text: str) -> int | str:
@@ -60,7 +66,10 @@ def _starting_version(text: str) -> int | str:
 
 
 def _at_least_one(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("use a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be 1 or more")
     return value
@@ -134,44 +143,148 @@ def delta_source_options_from_args(args: argparse.Namespace) -> DeltaSourceOptio
     )
 
 
+def carried_columns(
+    arguments: Sequence[str], pipeline_names: Sequence[str]
+) -> dict[str, list[str]]:
+    """The fields ``--carry-column [TABLE:]NAME`` carries, by table key; without a table, into
+    the one table of the pipelines run that takes carried columns."""
+    from medallion.pipelines import pipelines
+
+    carried: dict[str, list[str]] = {}
+    for argument in arguments:
+        key, _, name = argument.rpartition(":")
+        if not key:
+            try:
+                chosen = pipelines(pipeline_names)
+            except KeyError as error:
+                raise ConfigError(str(error.args[0])) from None
+            takers = [t.key for p in chosen for t in p.tables if t.carries_input_fields]
+            if len(takers) != 1:
+                raise ConfigError(
+                    f"--carry-column {argument}: name the table, TABLE:NAME "
+                    f"(tables that take carried columns: {', '.join(takers) or 'none'})"
+                )
+            key = takers[0]
+        carried.setdefault(key, []).append(name)
+    return carried
+
+
+def topic_arguments(args: argparse.Namespace) -> dict[str, str]:
+    """The topics ``--<dataset>-topic`` names, by dataset."""
+    from medallion.pipelines import all_datasets
+
+    return {dataset: getattr(args, f"{dataset}_topic") for dataset in all_datasets()}
+
+
+DESCRIPTION = "medallion: a streaming lakehouse on Delta Lake (bronze, silver and gold)."
+EXAMPLES = """examples:
+  medallion generate --landing build/demo/landing --records 5000
+  medallion run --landing build/demo/landing --lake build/demo/lake
+  medallion run --landing build/demo/landing --lake build/demo/lake --stream
+  medallion status --lake build/demo/lake
+  medallion show --lake build/demo/lake --layer gold --pipeline retail
+  medallion job run medallion_pipeline
+
+MEDALLION_LAKE and MEDALLION_LANDING give --lake and --landing their defaults.
+Each command's --help has more."""
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Examples as written, and each flag's default after its help (when it has one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "%(default)" in text or default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("use a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be zero or more")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="medallion", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
+    from medallion import __version__
+    from medallion.ops.cli import add_lake_argument, add_landing_argument
+    from medallion.pipelines import all_datasets
 
-    gen = sub.add_parser("generate", help="write synthetic input files with faults")
-    gen.add_argument("--landing", required=True)
+    parser = argparse.ArgumentParser(
+        prog="medallion", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=_Help
+    )
+    parser.add_argument("--version", action="version", version=f"medallion {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show every log line and the JVM's output"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    gen = sub.add_parser(
+        "generate",
+        help="write synthetic input files with faults",
+        epilog="example:\n  medallion generate --landing build/demo/landing --records 5000 "
+        "--pipeline banking",
+    )
+    add_landing_argument(gen, required=True)
     gen.add_argument(
-        "--events",
-        type=_positive_int,
+        "--records",
+        type=_at_least_one,
         default=1000,
-        help="records of each pipeline's main dataset (retail: events; default 1000)",
+        help="records of each pipeline's main dataset, unless its own flag below says",
+    )
+    for dataset in all_datasets():  # --events, --customers, --transactions, ...
+        gen.add_argument(
+            f"--{dataset.replace('_', '-')}",
+            dest=f"size_{dataset}",
+            type=_count,
+            metavar="N",
+            help=f"records of {dataset.replace('_', ' ')} (default: --records for a pipeline's "
+            "main dataset, else the pipeline's choice)",
+        )
+    add_pipeline_argument(gen, default="every pipeline with a generator")
+    gen.add_argument("--files", type=_at_least_one, default=4, help="files per dataset")
+    gen.add_argument("--seed", type=int, default=42, help="the same seed writes the same files")
+    gen.add_argument("--duplicate-rate", type=_share, default=0.05, help="share of records re-sent")
+    gen.add_argument(
+        "--late-rate", type=_share, default=0.05, help="share of records that arrive late"
     )
     gen.add_argument(
-        "--customers", type=_positive_int, default=200, help="retail's customer changes"
+        "--invalid-rate", type=_share, default=0.04, help="share of records the contract refuses"
     )
-    add_pipeline_argument(gen, default="every pipeline with a generator")
-    gen.add_argument("--files", type=_positive_int, default=4)
-    gen.add_argument("--seed", type=int, default=42)
-    gen.add_argument("--duplicate-rate", type=float, default=0.05)
-    gen.add_argument("--late-rate", type=float, default=0.05)
-    gen.add_argument("--invalid-rate", type=float, default=0.04)
-    gen.add_argument("--malformed-rate", type=float, default=0.02)
+    gen.add_argument(
+        "--malformed-rate", type=_share, default=0.02, help="share of lines that are not JSON"
+    )
 
-    run = sub.add_parser("run", help="process landed input through bronze, silver and gold")
-    run.add_argument("--landing", help="folder where input files land (with --source files)")
-    run.add_argument("--lake", required=True, help="folder of the Delta tables and checkpoints")
+    run = sub.add_parser(
+        "run",
+        help="process landed input through bronze, silver and gold",
+        epilog="examples:\n"
+        "  medallion run --landing build/demo/landing --lake build/demo/lake\n"
+        "  medallion run --lake build/lake --source kafka --kafka-bootstrap 127.0.0.1:9092\n"
+        "  medallion run --landing in --lake lake --pipeline banking "
+        "--set fraud_risk_score_above=0.9",
+    )
+    add_landing_argument(run, help="folder where input files land (with --source files)")
+    add_lake_argument(run)
     run.add_argument("--stream", action="store_true", help="keep running until SIGINT/SIGTERM")
     run.add_argument(
         "--interval",
-        type=float,
+        type=_positive_seconds,
         default=Config.trigger_interval_seconds,
         help="with --stream: seconds between looks for new input while idle (a stream with "
         "input runs its batches back to back)",
     )
     run.add_argument(
-        "--max-files-per-trigger", type=int, default=None, help="landing files per micro-batch"
+        "--max-files-per-trigger",
+        type=_at_least_one,
+        metavar="N",
+        help="landing files per micro-batch (default: about 384 MiB of files a batch)",
     )
     run.add_argument(
         "--skip-missing-files",
@@ -182,14 +295,27 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--source", choices=("files", "kafka"), default="files", help="bronze's input")
     kafka = run.add_argument_group("Kafka source", "credentials: see docs/kafka.md")
     kafka.add_argument("--kafka-bootstrap", metavar="HOST:PORT[,...]", help="bootstrap servers")
-    kafka.add_argument("--events-topic", default="events", help="topic of the events")
-    kafka.add_argument("--customers-topic", default="customers", help="topic of customer changes")
+    from medallion.pipelines import all_datasets
+
+    for dataset in all_datasets():  # --events-topic, --transactions-topic, ...
+        kafka.add_argument(
+            f"--{dataset.replace('_', '-')}-topic",
+            dest=f"{dataset}_topic",
+            default=dataset,
+            metavar="TOPIC",
+            help=f"topic of the {dataset.replace('_', ' ')}",
+        )
     kafka.add_argument(
         "--starting-offsets",
         default="earliest",
         help="where a new checkpoint starts: earliest, latest or JSON",
     )
-    kafka.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch")
+    kafka.add_argument(
+        "--max-offsets-per-trigger",
+        type=_at_least_one,
+        metavar="N",
+        help="records per micro-batch (default: 1,000,000)",
+    )
     kafka.add_argument("--kafka-secret-scope", help="Databricks secret scope of the credentials")
     kafka.add_argument(
         "--kafka-accept-data-loss",
@@ -199,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_delta_source(run)
     add_pipeline_argument(run, default="every pipeline with input")
+    add_output_argument(run)
     run.add_argument(
         "--set",
         dest="settings",
@@ -212,26 +339,49 @@ def build_parser() -> argparse.ArgumentParser:
         "--carry-column",
         action="append",
         default=[],
-        metavar="NAME",
-        help="carry this input field into silver/events as a STRING column (repeatable; "
-        "docs/operations.md)",
+        metavar="[TABLE:]NAME",
+        help="carry this input field into a table as a STRING column, for example "
+        "silver/events:coupon; the table may be left out when one table of the pipelines run "
+        "takes carried columns (repeatable; docs/operations.md)",
     )
 
-    changes = sub.add_parser("changes", help="read a table's Change Data Feed (batch)")
-    changes.add_argument("--lake", required=True)
-    changes.add_argument("--table", default="silver/customers", help="for example silver/customers")
+    changes = sub.add_parser(
+        "changes",
+        help="read a table's Change Data Feed (batch)",
+        epilog="example:\n  medallion changes --lake build/demo/lake --table silver/customers "
+        "--from-version 1",
+    )
+    add_lake_argument(changes)
+    changes.add_argument(
+        "--table",
+        help="for example silver/customers (default: the one table with a change data feed "
+        "among the pipelines' tables in the lake)",
+    )
+    add_pipeline_argument(changes)
     start = changes.add_mutually_exclusive_group(required=True)
-    start.add_argument("--from-version", type=int)
-    start.add_argument("--from-timestamp", help="ISO-8601, for example 2026-11-20T10:00:00Z")
-    changes.add_argument("--to-version", type=int)
-    changes.add_argument("--to-timestamp")
-    changes.add_argument("--rows", type=int, default=50)
+    start.add_argument("--from-version", type=_count, metavar="N", help="first table version")
+    start.add_argument(
+        "--from-timestamp", metavar="T", help="ISO-8601, for example 2026-11-20T10:00:00Z"
+    )
+    changes.add_argument(
+        "--to-version", type=_count, metavar="M", help="last table version (default: the latest)"
+    )
+    changes.add_argument("--to-timestamp", metavar="T", help="ISO-8601 (default: now)")
+    changes.add_argument("--rows", type=_at_least_one, default=50, help="rows to print")
+    add_output_argument(changes)
 
-    show = sub.add_parser("show", help="print tables of the lake")
-    show.add_argument("--lake", required=True)
-    show.add_argument("--layer", choices=("bronze", "silver", "gold"), default="gold")
-    show.add_argument("--rows", type=int, default=20)
+    show = sub.add_parser(
+        "show",
+        help="print tables of the lake",
+        epilog="example:\n  medallion show --lake build/demo/lake --layer silver --rows 5",
+    )
+    add_lake_argument(show)
+    show.add_argument(
+        "--layer", choices=("bronze", "silver", "gold"), default="gold", help="which tables"
+    )
+    show.add_argument("--rows", type=_at_least_one, default=20, help="rows per table")
     add_pipeline_argument(show)
+    add_output_argument(show)
 
     from medallion.bundle.cli import add_job_parser
 
@@ -239,7 +389,32 @@ def build_parser() -> argparse.ArgumentParser:
     from medallion.ops.cli import add_ops_parsers
 
     add_ops_parsers(sub)  # maintain | status | reset | pipelines (docs/operations.md)
+    _everywhere(parser)
     return parser
+
+
+def _everywhere(parser: argparse.ArgumentParser, inherited: Sequence[argparse.Action] = ()) -> None:
+    """Give every subcommand the help formatter and the flags of the commands above it
+    (``-v``; ``job``'s ``--bundle``), so they may come anywhere: ``medallion run ... -v``."""
+    own = [a for a in parser._actions if a.option_strings and a.dest not in ("help", "version")]
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for child in action.choices.values():
+            child.formatter_class = _Help
+            for flag in [*inherited, *own]:
+                if not any(
+                    set(flag.option_strings) & set(a.option_strings) for a in child._actions
+                ):
+                    kind = "store_true" if isinstance(flag, argparse._StoreTrueAction) else "store"
+                    child.add_argument(
+                        *flag.option_strings,
+                        dest=flag.dest,
+                        action=kind,
+                        default=argparse.SUPPRESS,
+                        help=flag.help,
+                    )
+            _everywhere(child, [*inherited, *own])
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -253,10 +428,12 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         malformed=args.malformed_rate,
     )
     from medallion.bundle.workspace import generate_to_volume, needs_files_api
+    from medallion.pipelines import all_datasets
 
+    sizes = {d: getattr(args, f"size_{d}") for d in all_datasets()}
     options = {
-        "records": args.events,
-        "customers": args.customers,
+        **{dataset: size for dataset, size in sizes.items() if size is not None},
+        "records": args.records,
         "files": args.files,
         "seed": args.seed,
         "faults": faults,
@@ -275,11 +452,23 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 def _install_stop_handlers(stop: threading.Event) -> None:
     def request_stop(signum: int, _frame: object) -> None:
-        log.info("received %s: stopping after the batches in flight", signal.Signals(signum).name)
+        step(log, "received %s: stopping after the batches in flight", signal.Signals(signum).name)
         stop.set()
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
+
+
+def _install_interrupt_handler(interrupt: threading.Event) -> None:
+    """Ctrl-C asks the run to stop its queries (the runner raises KeyboardInterrupt when it
+    sees the request, outside any call into the JVM); a second Ctrl-C stops at once."""
+
+    def request_interrupt(_signum: int, _frame: object) -> None:
+        if interrupt.is_set():
+            raise KeyboardInterrupt
+        interrupt.set()
+
+    signal.signal(signal.SIGINT, request_interrupt)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -297,15 +486,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         source=args.source,
         kafka=KafkaSourceOptions(
             bootstrap_servers=args.kafka_bootstrap,
-            events_topic=args.events_topic,
-            customers_topic=args.customers_topic,
+            topics=topic_arguments(args),
             starting_offsets=args.starting_offsets,
             max_offsets_per_trigger=args.max_offsets_per_trigger,
             secret_scope=args.kafka_secret_scope,
             fail_on_data_loss=not args.kafka_accept_data_loss,
         ),
         delta_source=delta_source_options_from_args(args),
-        extra_event_columns=tuple(args.carry_column),
+        carried_columns=carried_columns(args.carry_column, args.pipeline),
         pipelines=tuple(args.pipeline),
         settings=parse_settings(args.settings),
     )
@@ -319,8 +507,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # The process ends with the run: the session catalog's names would serve nobody.
         report = run_streaming(spark, config, stop, register_names=False)
     else:
-        report = run_available_now(spark, config, register_names=False)
-    print(report.render())
+        interrupt = threading.Event()
+        _install_interrupt_handler(interrupt)
+        report = run_available_now(spark, config, register_names=False, interrupt=interrupt)
+    if args.output == "json":
+        print_json(asdict(report))
+    else:
+        print(report.render())
     return 0
 
 
@@ -328,37 +521,70 @@ def _cmd_changes(args: argparse.Namespace) -> int:
     from medallion.changes import read_changes
     from medallion.session import get_spark
 
-    config = Config(landing=os.path.abspath(args.lake), lake=os.path.abspath(args.lake))
+    lake = os.path.abspath(args.lake)
+    config = Config(landing=lake, lake=lake, pipelines=tuple(args.pipeline))
+    feeds = [t.key for p in config.declared_pipelines() for t in p.tables if t.change_data_feed]
+    spark = get_spark()
     changes = read_changes(
-        get_spark(),
+        spark,
         config,
-        args.table,
+        args.table or _only_change_feed(spark, config, feeds),
         from_version=args.from_version,
         to_version=args.to_version,
         from_timestamp=args.from_timestamp,
         to_timestamp=args.to_timestamp,
     )
     ordered = changes.orderBy("_commit_version", "_change_type")
-    print(f"{ordered.count()} changes")
+    count = ordered.count()
+    if args.output == "json":
+        rows = [row.asDict(recursive=True) for row in ordered.limit(args.rows).collect()]
+        print_json({"changes": count, "rows": rows})
+        return 0
+    print(f"{count} changes")
     ordered.show(args.rows, truncate=False)
     return 0
 
 
+def _only_change_feed(spark: object, config: Config, keys: Sequence[str]) -> str:
+    """The one table of ``keys`` (tables with a change data feed), preferring those the lake
+    holds; :class:`ConfigError` when that leaves none or several."""
+    from medallion.tables import table_exists
+
+    held = [k for k in keys if table_exists(spark, config.table(k))] if len(keys) > 1 else keys
+    if len(held) != 1:
+        raise ConfigError(
+            f"name the table with --table: tables with a change data feed are "
+            f"{', '.join(keys) or 'none'}"
+        )
+    return held[0]
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
+    from medallion.explore import display_order
+    from medallion.pipelines import declared_table
     from medallion.session import get_spark
     from medallion.tables import read_table, table_exists
 
     lake = os.path.abspath(args.lake)
     config = Config(landing=lake, lake=lake, pipelines=tuple(args.pipeline))
     config.declared_pipelines()
+    if not os.path.isdir(config.lake):
+        raise ConfigError(f"no lake at {config.lake}")
     spark = get_spark()
+    shown = []
     for table in config.tables():
         if table.layer != args.layer or not table_exists(spark, table):
             continue
         df = read_table(spark, table)
+        ordered = df.orderBy(*display_order(declared_table(table.key), df.columns))
+        if args.output == "json":
+            rows = [row.asDict(recursive=True) for row in ordered.limit(args.rows).collect()]
+            shown.append({"table": table.key, "rows": df.count(), "first_rows": rows})
+            continue
         print(f"\n== {table.key} ({df.count()} rows)")
-        order = [c for c in ("window_start", "product_id", "event_timestamp") if c in df.columns]
-        (df.orderBy(*order) if order else df).show(args.rows, truncate=False)
+        ordered.show(args.rows, truncate=False)
+    if args.output == "json":
+        print_json(shown)
     return 0
 
 
@@ -386,6 +612,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        # Ctrl-C: the runner has stopped its queries on the way out; each stream resumes from
+        # its checkpoint, its batch in flight replayed.
+        print(
+            f"medallion {args.command}: interrupted; a rerun resumes from the checkpoints",
+            file=sys.stderr,
+        )
+        return 130
     except (ConfigError, OSError) as error:
         print(f"medallion {args.command}: error: {error}", file=sys.stderr)
         return 2
@@ -400,6 +634,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             else f"{type(error).__name__}: {error_summary(error)}"
         )
         print(f"medallion {args.command}: failed: {message}", file=sys.stderr)
+        from medallion.session import jvm_log
+
+        if jvm_log() is not None:
+            print(f"medallion {args.command}: the JVM's log: {jvm_log()}", file=sys.stderr)
         return 1
 
 

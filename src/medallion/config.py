@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from medallion.declarations import Flow, Pipeline, Setting
+    from medallion.declarations import Flow, Pipeline, Setting, Table
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
@@ -156,16 +156,19 @@ DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 class KafkaSourceOptions:
     """Where and how the Kafka source reads (``source="kafka"``); see docs/kafka.md.
 
-    Credentials never live here: they come from ``MEDALLION_KAFKA_*`` environment variables, or
-    from the Databricks secret scope named by ``secret_scope`` (medallion/streams/kafka.py).
+    Each input dataset is read from the topic of its own name unless ``topics`` maps it to
+    another. Credentials never live here: they come from ``MEDALLION_KAFKA_*`` environment
+    variables, or from the Databricks secret scope named by ``secret_scope``
+    (medallion/streams/kafka.py).
 
-    >>> KafkaSourceOptions(bootstrap_servers="127.0.0.1:9092").topic("events")
-    'events'
+    >>> options = KafkaSourceOptions(topics={"events": "shop.clicks"})
+    >>> options.topic("events"), options.topic("customers")
+    ('shop.clicks', 'customers')
     """
 
     bootstrap_servers: str | None = None
-    events_topic: str = "events"
-    customers_topic: str = "customers"
+    # The topic of each dataset whose topic is not named like the dataset.
+    topics: Mapping[str, str] = field(default_factory=dict)
     # Where a new checkpoint starts: earliest, latest or Spark's JSON {"topic": {"0": 42}}.
     # An existing checkpoint always resumes from the offsets it recorded.
     starting_offsets: str = "earliest"
@@ -187,8 +190,9 @@ class KafkaSourceOptions:
             raise ConfigError(
                 f"invalid Kafka bootstrap servers {servers!r}: use HOST:PORT[,HOST:PORT...]"
             )
-        for dataset in ("events", "customers"):
-            topic = self.topic(dataset)
+        for dataset in self.topics:
+            validate_identifier(dataset, "dataset")
+            topic = self.topics[dataset]
             legal = isinstance(topic, str) and _KAFKA_TOPIC.fullmatch(topic)
             if not legal or topic in (".", ".."):
                 raise ConfigError(
@@ -207,49 +211,32 @@ class KafkaSourceOptions:
             raise ConfigError("the Kafka secret scope must not be empty")
 
     def topic(self, dataset: str) -> str:
-        """The topic a dataset is read from: ``events_topic`` and ``customers_topic`` for
-        retail's two, the dataset's own name for any other."""
-        return {"events": self.events_topic, "customers": self.customers_topic}.get(
-            dataset, validate_identifier(dataset, "dataset")
-        )
+        """The topic the input records of ``dataset`` are read from."""
+        return self.topics.get(dataset) or validate_identifier(dataset, "dataset")
 
 
-def _extra_columns(names: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
-    """Validate the extra silver columns: identifiers, no duplicates, no silver column."""
-    if isinstance(names, str):
-        names = (names,)
-    names = tuple(validate_identifier(n, "extra column") for n in names)
-    if not names:
-        return names
-    from medallion.pipelines.retail.transforms.silver import SILVER_EVENT_COLUMNS
+def parse_pairs(pairs: str | Sequence[str], what: str = "setting") -> dict[str, str]:
+    """``NAME=VALUE`` pairs, as a list or comma-separated (a job parameter); each name an
+    identifier.
 
-    seen: set[str] = set()
-    for name in names:
-        lowered = name.lower()  # Spark resolves column names case-insensitively
-        if lowered in seen:
-            raise ConfigError(f"extra column {name!r} is given twice")
-        if lowered in SILVER_EVENT_COLUMNS or lowered.startswith("_"):
-            raise ConfigError(f"extra column {name!r} is a silver or metadata column already")
-        seen.add(lowered)
-    return names
-
-
-def parse_settings(pairs: str | Sequence[str]) -> dict[str, str]:
-    """Settings written ``NAME=VALUE``, as a list or comma-separated (a job parameter).
-
-    >>> parse_settings("fraud_risk_score_above=0.9, fraud_new_account_days=14")
+    >>> parse_pairs("fraud_risk_score_above=0.9, fraud_new_account_days=14")
     {'fraud_risk_score_above': '0.9', 'fraud_new_account_days': '14'}
     """
     items = pairs.split(",") if isinstance(pairs, str) else pairs
-    settings: dict[str, str] = {}
+    parsed: dict[str, str] = {}
     for item in (i.strip() for i in items):
         if not item:
             continue
         name, equals, value = item.partition("=")
         if not equals or not value.strip():
-            raise ConfigError(f"a setting is written NAME=VALUE, not {item!r}")
-        settings[validate_identifier(name.strip(), "setting name")] = value.strip()
-    return settings
+            raise ConfigError(f"a {what} is written NAME=VALUE, not {item!r}")
+        parsed[validate_identifier(name.strip(), f"{what} name")] = value.strip()
+    return parsed
+
+
+def parse_settings(pairs: str | Sequence[str]) -> dict[str, str]:
+    """Pipeline settings written ``NAME=VALUE`` (``--set``, the ``settings`` job parameter)."""
+    return parse_pairs(pairs, "setting")
 
 
 @dataclass(frozen=True)
@@ -292,9 +279,10 @@ class Config:
     # The longest a stream may be stopped or lag behind its source; VACUUM retention must be
     # longer, so files a resuming stream still has to read are never deleted (ops/maintain.py).
     max_stream_downtime_hours: float = 72.0
-    # Extra input fields carried into silver/events as STRING columns (opt-in schema
-    # evolution, docs/operations.md); each a plain identifier, not a silver column.
-    extra_event_columns: tuple[str, ...] = ()
+    # Input fields the contract does not name, carried into a table as STRING columns (opt-in
+    # schema evolution, docs/operations.md), by table key: {"silver/events": ("coupon",)}.
+    # Only a table declared with ``carries_input_fields`` takes them.
+    carried_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The pipelines this deployment covers (medallion/pipelines); empty: every registered one.
     pipelines: tuple[str, ...] = ()
     # Values of the pipelines' settings (declarations.Setting), by name, as text.
@@ -324,12 +312,46 @@ class Config:
             raise ConfigError("the Kafka source needs bootstrap servers (--kafka-bootstrap)")
         if not self.max_stream_downtime_hours > 0:
             raise ConfigError("the maximum stream downtime must be positive (hours)")
-        object.__setattr__(self, "extra_event_columns", _extra_columns(self.extra_event_columns))
+        object.__setattr__(
+            self,
+            "carried_columns",
+            {key: self._carried(key, names) for key, names in self.carried_columns.items()},
+        )
         names = (self.pipelines,) if isinstance(self.pipelines, str) else self.pipelines
         names = tuple(validate_identifier(n, "pipeline name") for n in names)
         object.__setattr__(self, "pipelines", tuple(dict.fromkeys(names)))
         for name, value in self.settings.items():
             self._declared_setting(name).parse(value)
+
+    def _carried(self, key: str, names: Sequence[str] | str) -> tuple[str, ...]:
+        """Validate the fields carried into ``key``: identifiers, none twice, none a column
+        the table declares or a metadata column."""
+        table = self._declared_table(key)
+        if not table.carries_input_fields:
+            raise ConfigError(f"table {key} takes no carried columns")
+        names = (names,) if isinstance(names, str) else tuple(names)
+        declared = {c.lower() for c in table.columns}
+        seen: set[str] = set()
+        for name in names:
+            lowered = validate_identifier(name, "carried column").lower()  # as Spark resolves
+            if lowered in seen:
+                raise ConfigError(f"carried column {name!r} is given twice")
+            if lowered in declared or lowered.startswith("_"):
+                raise ConfigError(f"carried column {name!r} is a column of {key} already")
+            seen.add(lowered)
+        return names
+
+    def carried(self, key: str) -> tuple[str, ...]:
+        """The input fields carried into the table ``key`` (empty unless some are asked for)."""
+        return self.carried_columns.get(key, ())
+
+    def _declared_table(self, key: str) -> Table:
+        from medallion.pipelines import declared_table
+
+        try:
+            return declared_table(key)
+        except KeyError as error:
+            raise ConfigError(str(error.args[0])) from None
 
     def _declared_setting(self, name: str) -> Setting:
         from medallion.pipelines import declared_setting
@@ -360,12 +382,7 @@ class Config:
 
     def table(self, key: str) -> TableRef:
         """The :class:`TableRef` of a declared table, for example ``table("silver/events")``."""
-        from medallion.pipelines import declared_table
-
-        try:
-            declared = declared_table(key)
-        except KeyError as error:
-            raise ConfigError(str(error.args[0])) from None
+        declared = self._declared_table(key)
         layer, name = declared.layer, declared.name
         flat_name = validate_identifier(f"{layer}_{name}", "table")
         if self.uses_unity_catalog:
@@ -411,7 +428,7 @@ class Config:
         return tuple(f for p in self.declared_pipelines() for f in p.flows)
 
     def landing_dir(self, dataset: str) -> str:
-        """The landing folder of one input dataset (``events`` or ``customers``)."""
+        """The landing folder of one input dataset, ``<landing>/<dataset>``."""
         return path_under(self.landing, validate_identifier(dataset, "dataset"))
 
     def checkpoint(self, stream_name: str) -> str:

@@ -36,10 +36,10 @@ TIMESTAMP_RANGE = ("1900-01-01", "2200-01-01")
 
 REPLACEMENT_CHARACTER = "\ufffd"
 
-# Money is exact: DECIMAL(18, 4). A revenue with more decimals or a larger magnitude is
+# Money is exact: DECIMAL(18, 4). An amount with more decimals or a larger magnitude is
 # quarantined rather than silently rounded.
-REVENUE_TYPE = "decimal(18,4)"
-REVENUE_SUM_TYPE = "decimal(28,4)"
+MONEY_TYPE = "decimal(18,4)"
+MONEY_SUM_TYPE = "decimal(28,4)"
 
 # Java's \s, spelled out so that the plain-Python oracle in the tests can use the same class.
 BLANK_PATTERN = r"^[ \t\n\x0B\f\r]*\z"
@@ -189,8 +189,8 @@ def money_value(number: Column) -> Column:
     # decimals = len(fraction) - exponent - trailing_zeros <= 4, without arithmetic on the
     # exponent, which may be any size (an exponent beyond BIGINT is NULL: refused).
     at_most_four = (F.length(fraction) - trailing_zeros - 4) <= exponent.try_cast("bigint")
-    return F.when(significant == "", F.lit(0).cast(REVENUE_TYPE)).when(
-        F.coalesce(at_most_four, F.lit(False)), number.try_cast(REVENUE_TYPE)
+    return F.when(significant == "", F.lit(0).cast(MONEY_TYPE)).when(
+        F.coalesce(at_most_four, F.lit(False)), number.try_cast(MONEY_TYPE)
     )
 
 
@@ -399,7 +399,7 @@ def _field_rules(rule: FieldRule) -> list[Rule]:
         rules.append(
             make_rule(
                 well_typed & ~not_finite & ~negative & field_value(rule.name).isNull(),
-                f"{rule.name} does not fit {REVENUE_TYPE} (at most 14 integer and 4 decimal digits)",
+                f"{rule.name} does not fit {MONEY_TYPE} (at most 14 integer and 4 decimal digits)",
             )
         )
     return rules

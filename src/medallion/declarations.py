@@ -56,6 +56,9 @@ class Table:
     zorder: tuple[str, ...] = ()
     # Where its flow puts the records it refuses, with a reason (counted in a run's summary).
     quarantine: bool = False
+    # Its flow can carry input fields the contract does not name into it, as STRING columns,
+    # when a deployment asks for them (Config.carried_columns, --carry-column).
+    carries_input_fields: bool = False
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "table name")
@@ -66,6 +69,32 @@ class Table:
     def key(self) -> str:
         """The table's key, for example ``silver/events``."""
         return f"{self.layer}/{self.name}"
+
+    @property
+    def change_data_feed(self) -> bool:
+        """True when the table records its Change Data Feed (``medallion changes`` reads it)."""
+        return self.properties.get("delta.enableChangeDataFeed", "").lower() == "true"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The names of its declared columns, in order.
+
+        >>> Table("gold", "totals", "day DATE NOT NULL, amount DECIMAL(28,4), tags ARRAY<STRING>").columns
+        ('day', 'amount', 'tags')
+        """
+        return tuple(name for name, _ in self.column_types)
+
+    @property
+    def column_types(self) -> tuple[tuple[str, str], ...]:
+        """(name, type in lower case) of each declared column, in order."""
+        columns, depth, start = [], 0, 0
+        for index, char in enumerate(f"{self.schema},"):
+            depth += (char in "(<") - (char in ")>")
+            if char == "," and depth == 0:
+                name, _, rest = self.schema[start:index].strip().partition(" ")
+                columns.append((name.strip("`"), rest.strip().lower()))
+                start = index + 1
+        return tuple(columns)
 
 
 @dataclass(frozen=True)
@@ -151,8 +180,9 @@ class Setting:
         return value
 
 
-# Writes synthetic input into a landing folder: (landing, records, files, seed, faults, and
-# keyword sizes of other datasets it may ignore) -> the paths written, by dataset.
+# Writes synthetic input into a landing folder: (landing, records, files, seed, faults, and the
+# sizes of datasets by name, ``customers=200``, ignoring other pipelines' datasets) -> the paths
+# written, by dataset. ``records`` sizes its main dataset unless that dataset's size is given.
 Generator = Callable[..., dict[str, list[str]]]
 
 

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config, TableRef
+from medallion.declarations import Table
 from medallion.tables import history as table_history
 from medallion.tables import table_exists
 
@@ -147,3 +148,17 @@ def stream_progress(spark: SparkSession, config: Config) -> DataFrame | None:
             )
         )
     return reduce(DataFrame.unionByName, frames) if frames else None
+
+
+def display_order(table: Table, columns: Sequence[str]) -> list[str]:
+    """The columns to sort a table's rows by for people: its first time column (a date, a
+    timestamp, a window), then its Z-order keys (what readers filter and join on), then its
+    first column; those of ``columns`` only.
+
+    >>> display_order(Table("gold", "t", "product_id STRING, window_start TIMESTAMP, n INT",
+    ...     zorder=("product_id",)), ["product_id", "window_start", "n"])
+    ['window_start', 'product_id']
+    """
+    timely = [name for name, kind in table.column_types if kind.startswith(("timestamp", "date"))]
+    order = [*timely[:1], *table.zorder, *table.columns[:1]]
+    return [c for c in dict.fromkeys(order) if c in columns]

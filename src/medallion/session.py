@@ -6,7 +6,10 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,11 +33,16 @@ KAFKA_MAVEN_PACKAGE = "medallion.local:spark-kafka-connector_2.13:4.2.0"
 _BUNDLED_GROUP = "medallion.local"
 BUNDLED_MAVEN_REPOSITORY = Path(__file__).resolve().parent / "maven"
 
+# The JVM's logging: warnings to stderr, the noise of a laptop run raised to errors only.
+LOG4J2_CONFIGURATION = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
+
 LOCAL_SPARK_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.sql.session.timeZone": "UTC",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.driver.extraJavaOptions": (
+        f"-Duser.timezone=UTC -Dlog4j2.configurationFile={LOG4J2_CONFIGURATION.as_uri()}"
+    ),
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     # A laptop has a couple of cores: few partitions everywhere, no UI, no progress bars.
     "spark.sql.shuffle.partitions": "4",
@@ -124,34 +132,56 @@ def driver_memory() -> str:
     return os.environ.get("MEDALLION_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)
 
 
+def _repositories(packages: Sequence[str]) -> list[str]:
+    """Maven repositories beyond Central: medallion's own POMs, when a package is one."""
+    bundled = any(p.startswith(f"{_BUNDLED_GROUP}:") for p in packages)
+    return [BUNDLED_MAVEN_REPOSITORY.as_uri()] if bundled else []
+
+
+def local_conf(
+    app_name: str = "medallion",
+    master: str | None = None,
+    extra: dict | None = None,
+    packages: Sequence[str] = (),
+) -> dict[str, str]:
+    """The settings of a local delta-spark session for a small machine.
+
+    ``packages`` are more Maven coordinates to load with Delta (see :func:`packages_for`):
+    from the jar cache when it holds them (``spark.jars``, medallion/jars.py), else resolved
+    from Maven Central (``spark.jars.packages``).
+    """
+    from medallion.jars import cached_jars
+
+    resolved = local_packages(packages)
+    repositories = _repositories(resolved)
+    master = master or os.environ.get("MEDALLION_SPARK_MASTER", "local[*]")
+    conf = {"spark.app.name": app_name, "spark.master": master}
+    conf["spark.driver.memory"] = driver_memory()
+    cached = cached_jars(resolved, repositories)
+    if cached:
+        conf["spark.jars"] = ",".join(cached)
+    else:
+        conf["spark.jars.packages"] = ",".join(resolved)
+        if repositories:  # consulted after Maven Central, for medallion's own POMs only
+            conf["spark.jars.repositories"] = ",".join(repositories)
+    if master.startswith("local"):
+        # Everything runs in this one JVM: keep the driver's ports on the loopback interface.
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+        conf["spark.driver.host"] = "127.0.0.1"
+    return {**conf, **LOCAL_SPARK_CONF, **(extra or {})}
+
+
 def local_builder(
     app_name: str = "medallion",
     master: str | None = None,
     extra: dict | None = None,
     packages: Sequence[str] = (),
 ):
-    """A SparkSession builder for local delta-spark with small-machine settings.
-
-    ``packages`` are more Maven coordinates to resolve with Delta (see :func:`packages_for`).
-    """
+    """A SparkSession builder with :func:`local_conf`'s settings."""
     from pyspark.sql import SparkSession
 
-    resolved = local_packages(packages)
-    master = master or os.environ.get("MEDALLION_SPARK_MASTER", "local[*]")
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config("spark.jars.packages", ",".join(resolved))
-        .config("spark.driver.memory", driver_memory())
-    )
-    if master.startswith("local"):
-        # Everything runs in this one JVM: keep the driver's ports on the loopback interface.
-        builder = builder.config("spark.driver.bindAddress", "127.0.0.1")
-        builder = builder.config("spark.driver.host", "127.0.0.1")
-    if any(p.startswith(f"{_BUNDLED_GROUP}:") for p in resolved):
-        # Consulted after Maven Central, for medallion's own POMs only.
-        builder = builder.config("spark.jars.repositories", BUNDLED_MAVEN_REPOSITORY.as_uri())
-    for key, value in {**LOCAL_SPARK_CONF, **(extra or {})}.items():
+    builder = SparkSession.builder
+    for key, value in local_conf(app_name, master, extra, packages).items():
         builder = builder.config(key, value)
     return builder
 
@@ -167,7 +197,8 @@ def get_spark(
     1. the running session on a Databricks cluster;
     2. ``DatabricksSession`` when databricks-connect is installed and configured;
     3. Spark Connect when ``SPARK_REMOTE=sc://...`` is set;
-    4. otherwise local delta-spark (``local[*]``, UTC, few partitions, UI off).
+    4. otherwise local delta-spark (``local[*]``, UTC, few partitions, UI off), its JVM's
+       output in a log file (:func:`jvm_log`) unless ``MEDALLION_VERBOSE`` is set.
 
     ``packages`` (see :func:`packages_for`) only matter for a new local session: Databricks
     runtimes ship the Kafka connector, and a running JVM cannot load more packages.
@@ -188,15 +219,97 @@ def get_spark(
     active = SparkSession.getActiveSession()
     if active is not None:
         loaded = active.sparkContext.getConf().get("spark.jars.packages", "")
-        missing = [p for p in packages if p not in loaded]
+        jars = active.sparkContext.getConf().get("spark.jars", "")
+        missing = [p for p in packages if p not in loaded and _artifact(p) not in jars]
         if missing:
             log.warning("the running Spark session was started without %s", ", ".join(missing))
         return active
+    conf = local_conf(app_name, master, {**INTERPRETED_QUERIES, **(extra or {})}, packages)
+    resolving = "spark.jars.packages" in conf
+    if resolving:
+        print(_download_line(conf["spark.jars.packages"].split(",")), file=sys.stderr)
     with _driver_owns_sigterm():
-        confs = {**INTERPRETED_QUERIES, **(extra or {})}
-        spark = local_builder(app_name, master, confs, packages).getOrCreate()
+        spark = _start_local(conf)
+    if resolving:
+        _cache_resolved_jars(spark, conf)
     quiet_spark_logs(spark)
     return spark
+
+
+def _artifact(package: str) -> str:
+    """The file-name stem of a Maven coordinate's jar: ``delta-spark_4.2_2.13-4.4.0``."""
+    parts = package.split(":")
+    return f"{parts[1]}-{parts[-1]}" if len(parts) >= 3 else package
+
+
+# What a first run downloads, to say so before it starts: Delta's jars with their dependencies
+# (Hadoop's client among them), and the Kafka connector's.
+_DOWNLOAD_MEGABYTES = {DELTA_MAVEN_PACKAGE: 89, KAFKA_MAVEN_PACKAGE: 12}
+
+
+def _download_line(packages: Sequence[str]) -> str:
+    from medallion.jars import cache_root
+
+    known = [_DOWNLOAD_MEGABYTES[p] for p in packages if p in _DOWNLOAD_MEGABYTES]
+    size = f"about {sum(known)} MB" if len(known) == len(packages) else "size unknown"
+    return (
+        f"medallion: first run on this machine: fetching the jars of {', '.join(packages)} and "
+        f"their dependencies ({size}) from Maven Central into {cache_root()}"
+    )
+
+
+def _cache_resolved_jars(spark: SparkSession, conf: dict[str, str]) -> None:
+    """Keep the jars Ivy resolved for this session, so later sessions load them directly."""
+    from medallion.jars import store_jars
+
+    resolved = [j for j in spark.sparkContext.getConf().get("spark.jars", "").split(",") if j]
+    packages = conf["spark.jars.packages"].split(",")
+    repositories = [r for r in conf.get("spark.jars.repositories", "").split(",") if r]
+    try:
+        store_jars(packages, repositories, resolved)
+    except OSError as error:  # the run goes on; the next one resolves again
+        log.warning("could not cache the resolved jars: %s", error)
+
+
+JVM_LOG_FOLDER_VARIABLE = "MEDALLION_LOG_DIR"
+_KEPT_LOGS = 20
+_jvm_log: Path | None = None
+
+
+def jvm_log() -> Path | None:
+    """The file that keeps this process's JVM output (None when it goes to the console)."""
+    return _jvm_log
+
+
+def _log_folder() -> Path:
+    if os.environ.get(JVM_LOG_FOLDER_VARIABLE):
+        return Path(os.environ[JVM_LOG_FOLDER_VARIABLE]).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "medallion" / "logs"
+
+
+def _start_local(conf: dict[str, str]) -> SparkSession:
+    """Start the local JVM with ``conf``, its stdout and stderr in a new log file (the latest
+    ones are kept) unless ``MEDALLION_VERBOSE`` is set, then the session on it."""
+    global _jvm_log
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
+    if os.environ.get("MEDALLION_VERBOSE"):
+        gateway = launch_gateway(spark_conf)
+    else:
+        folder = _log_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in sorted(folder.glob("spark-*.log"))[: -_KEPT_LOGS + 1]:
+            old.unlink(missing_ok=True)
+        _jvm_log = folder / f"spark-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+        with _jvm_log.open("ab") as output:
+            popen = {"stdout": output, "stderr": subprocess.STDOUT}
+            gateway = launch_gateway(spark_conf, popen_kwargs=popen)
+    SparkContext(conf=spark_conf, gateway=gateway)
+    return SparkSession.builder.getOrCreate()
 
 
 @contextlib.contextmanager

@@ -12,12 +12,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
-from medallion.config import Config, ConfigError, KafkaSourceOptions, parse_settings
+from medallion.config import Config, ConfigError, KafkaSourceOptions, parse_pairs, parse_settings
 
 TRIGGERS = ("available_now", "processing_time")
 FILE_SOURCES = ("auto", "files", "autoloader")
 SOURCES = ("files", "kafka")
 VOLUMES_PREFIX = "/Volumes/"
+TOPIC_SUFFIX = "_topic"
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,9 @@ class TaskParams:
     # Databricks), else from MEDALLION_KAFKA_* environment variables.
     source: str = "files"
     kafka_bootstrap: str = ""
-    events_topic: str = "events"
-    customers_topic: str = "customers"
+    # The topics of datasets not read from the topic of their own name: DATASET=TOPIC,
+    # comma-separated. A parameter ``<dataset>_topic`` (events_topic=...) says the same.
+    topics: str = ""
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: str = ""
     kafka_secret_scope: str = ""
@@ -68,9 +70,27 @@ class TaskParams:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> TaskParams:
-        """The parameters among ``values`` (other keys are ignored), as text."""
+        """The parameters among ``values``, as text: each ``<dataset>_topic`` joins ``topics``,
+        other keys are ignored.
+
+        >>> TaskParams.from_mapping({"lake": "/l", "events_topic": "shop.clicks"}).topics
+        'events=shop.clicks'
+        """
         names = {f.name for f in fields(cls)}
-        return cls(**{k: "" if v is None else str(v) for k, v in values.items() if k in names})
+        text = {k: "" if v is None else str(v) for k, v in values.items()}
+        params = {k: v for k, v in text.items() if k in names}
+        listed = parse_pairs(params.get("topics", ""), "topic")
+        for key, value in text.items():
+            dataset, topic = key.removesuffix(TOPIC_SUFFIX), value.strip()
+            if key in names or not key.endswith(TOPIC_SUFFIX) or topic in ("", dataset):
+                continue  # not a topic, or the dataset's own name: the default
+            if listed.setdefault(dataset, topic) != topic:
+                raise ConfigError(
+                    f"the {dataset} topic is given twice: {key}={topic} and "
+                    f"topics={dataset}={listed[dataset]}"
+                )
+        params["topics"] = ",".join(f"{dataset}={topic}" for dataset, topic in listed.items())
+        return cls(**params)
 
     @property
     def stream(self) -> bool:
@@ -112,8 +132,7 @@ class TaskParams:
             source=self.source,  # type: ignore[arg-type]  # checked in __post_init__
             kafka=KafkaSourceOptions(
                 bootstrap_servers=self.kafka_bootstrap or None,
-                events_topic=self.events_topic,
-                customers_topic=self.customers_topic,
+                topics=parse_pairs(self.topics, "topic"),
                 starting_offsets=self.starting_offsets,
                 max_offsets_per_trigger=max_offsets,
                 secret_scope=self.kafka_secret_scope or None,
@@ -144,7 +163,8 @@ def resolve_file_source(choice: str = "auto") -> str:
 
 
 def notebook_params(namespace: Mapping[str, object]) -> TaskParams:
-    """A notebook's :class:`TaskParams`: every parameter, from a widget, else a variable.
+    """A notebook's :class:`TaskParams`: every parameter, and the topic of every declared
+    dataset (``<dataset>_topic``), from a widget, else a variable.
 
     ``namespace`` is the notebook's ``globals()``. Its variables named like parameters are the
     local defaults (a job run outside Databricks injects its values into them); a parameter
@@ -153,10 +173,52 @@ def notebook_params(namespace: Mapping[str, object]) -> TaskParams:
     the task's parameter, when a job runs the notebook) wins. So every notebook takes every
     parameter, and its parameters cell only holds what differs on a laptop.
     """
-    defaults = {f.name: namespace.get(f.name, f.default) for f in fields(TaskParams)}
-    return TaskParams.from_mapping(
-        widget_values(defaults, list(defaults), namespace.get("dbutils"))
-    )
+    from medallion.pipelines import all_datasets
+
+    names = [f.name for f in fields(TaskParams)]
+    names += [f"{dataset}{TOPIC_SUFFIX}" for dataset in all_datasets()]
+    defaults = {name: namespace.get(name, _default(name)) for name in names}
+    dbutils = namespace.get("dbutils")
+    if dbutils is not None:  # on Databricks: the laptop's paths mean nothing there
+        defaults.update(workspace_defaults(dbutils))
+    return TaskParams.from_mapping(widget_values(defaults, names, dbutils))
+
+
+# The parameters whose defaults differ between a laptop and a workspace.
+PLACES = ("catalog", "schema", "landing", "lake", "checkpoint_root", "file_source")
+# The target whose values a notebook opened by hand on Databricks starts from: a developer's
+# own schema and volumes, so a notebook run by hand never writes production tables.
+HAND_RUN_TARGET = "dev"
+
+
+def workspace_defaults(dbutils: object) -> dict[str, str]:
+    """The dev target's catalog, schema, volumes and file source for the user running the
+    notebook, read from the deployed bundle (``databricks.yml`` above the notebook); empty when
+    no bundle is found."""
+    from medallion.bundle.resolve import Bundle, BundleError
+
+    try:
+        resolve = Bundle().resolver(HAND_RUN_TARGET, user_name=_user_name(dbutils))
+        return {name: str(resolve(f"${{var.{name}}}", name)) for name in PLACES}
+    except (BundleError, OSError, ValueError):
+        return {}
+
+
+def _user_name(dbutils: object) -> str:
+    """The workspace user running the notebook."""
+    import getpass
+
+    try:
+        context = dbutils.notebook.entry_point.getDbutils().notebook().getContext()  # type: ignore[attr-defined]
+        return str(context.userName().get())
+    except Exception:  # noqa: BLE001 - not on Databricks, or a context without a user
+        return getpass.getuser()
+
+
+def _default(name: str) -> object:
+    """A parameter's default: a field's, or for ``<dataset>_topic`` the dataset's name."""
+    declared = {f.name: f.default for f in fields(TaskParams)}
+    return declared.get(name, name.removesuffix(TOPIC_SUFFIX))
 
 
 def widget_values(

@@ -9,9 +9,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 ROOT = Path(__file__).resolve().parents[2]
-# The official bundle schema (`databricks bundle schema`); a user with the Databricks CLI can
-# point MEDALLION_BUNDLE_SCHEMA at a fresh one.
-DEFAULT_SCHEMA = ROOT.parent / "shared" / "data" / "databricks-bundle-schema.json"
+# The official bundle schema (`databricks bundle schema`), vendored gzipped with its source and
+# version (tests/data/bundle-schema/README.md); MEDALLION_BUNDLE_SCHEMA may name a fresh one.
+DEFAULT_SCHEMA = ROOT / "tests" / "data" / "bundle-schema" / "databricks-bundle-schema.json.gz"
 
 
 def python_patterns(node: object) -> object:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -17,7 +18,9 @@ def bundle_schema() -> dict:
     path = Path(os.environ.get("MEDALLION_BUNDLE_SCHEMA", DEFAULT_SCHEMA))
     if not path.is_file():
         pytest.fail(f"bundle schema not found at {path}: set MEDALLION_BUNDLE_SCHEMA")
-    schema = python_patterns(json.loads(path.read_text(encoding="utf-8")))
+    data = path.read_bytes()
+    text = gzip.decompress(data) if path.suffix == ".gz" else data
+    schema = python_patterns(json.loads(text))
     for pattern in re.findall(r'"pattern": "((?:[^"\\]|\\.)*)"', json.dumps(schema)):
         re.compile(json.loads(f'"{pattern}"'))  # every pattern compiles in Python
     return schema

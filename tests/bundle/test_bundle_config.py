@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections import Counter
 from decimal import Decimal
@@ -80,6 +81,11 @@ def test_the_wheel_artifact_is_built_with_standard_tooling(bundle):
     assert artifact["type"] == "whl"
     assert artifact["build"].split()[:3] == ["python3", "-m", "build"]
     assert "--outdir dist" in artifact["build"]
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extra = project["optional-dependencies"]["databricks"]
+    assert any(d.startswith("build") for d in extra), "the build tool is declared"
 
 
 def test_every_variable_used_is_declared_and_has_a_value_in_every_target(bundle):
@@ -121,7 +127,7 @@ def test_targets_name_and_place_things_as_documented(bundle):
     assert {p["level"] for p in prod["permissions"]} == {"CAN_MANAGE", "CAN_VIEW"}
     local = bundle.jobs(LOCAL_TARGET)["medallion_pipeline"]
     assert local.parameters["catalog"] == ""
-    assert local.parameters["lake"] == str(ROOT / "build" / "local" / "lake")
+    assert local.parameters["lake"] == str(ROOT / "build" / "demo" / "lake")  # one local lake
     assert local.parameters["file_source"] == "files"
 
 
@@ -219,6 +225,9 @@ def test_job_list_prints_one_line_per_job_key_first_then_its_tasks(capsys):
     layers = ["bronze", "silver", "gold"]
     pipeline_jobs = {k: layers for keys in PIPELINE_JOBS.values() for k in keys}
     assert rows == {"medallion_maintenance": ["maintain"], **pipeline_jobs}
+    assert main(["job", "list", "--bundle", str(ROOT), "--output", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert {job["job"]: job["tasks"] for job in listed} == rows
 
 
 def test_job_run_of_an_unknown_job_or_target_is_a_usage_error(capsys):
@@ -303,10 +312,13 @@ def test_kafka_options_are_job_parameters_and_credentials_a_secret_scope(bundle,
     from medallion.task_params import TaskParams
 
     job = bundle.jobs("prod")[job_key]
-    task_fields = {f.name for f in fields(TaskParams)}
+    from medallion.pipelines import all_datasets
+
+    # Every notebook makes a widget of every parameter and of every dataset's topic, whatever
+    # its parameters cell holds.
+    task_fields = {f.name for f in fields(TaskParams)} | {f"{d}_topic" for d in all_datasets()}
     assert set(KAFKA_PARAMETERS) <= set(job.parameters)
     assert set(job.parameters) <= task_fields, "a job parameter no notebook reads"
-    # Every notebook makes a widget of every parameter, whatever its parameters cell holds.
     assert set(_widgets_made({"lake": "/tmp/lake"})) == task_fields
     assert job.parameters["source"] == "files"
     assert job.parameters["kafka_secret_scope"] == "medallion-kafka"
@@ -319,3 +331,97 @@ def test_kafka_options_are_job_parameters_and_credentials_a_secret_scope(bundle,
     assert config.kafka == KafkaSourceOptions(
         bootstrap_servers="broker-1:9093", secret_scope="medallion-kafka"
     )
+    renamed = {**switched, "customers_topic": "crm.changes"}
+    assert TaskParams.from_mapping(renamed).config().kafka.topic("customers") == "crm.changes"
+
+
+def test_prod_deploys_under_the_principals_own_folder_and_no_host_is_a_variable(bundle):
+    root = bundle.targets["prod"]["workspace"]["root_path"]
+    assert root.startswith("/Workspace/Users/${workspace.current_user.userName}/")
+    for name, target in {"(top level)": bundle.config, **bundle.targets}.items():
+        host = ((target or {}).get("workspace") or {}).get("host", "")
+        assert "${" not in host, f"{name}: the CLI refuses variables in workspace.host"
+    assert bundle.targets["dev"]["presets"]["artifacts_dynamic_version"] is True
+
+
+def test_the_first_deploy_creates_the_schema_and_volumes_the_jobs_use(bundle):
+    resources = bundle.files[ROOT / "resources" / "medallion_schema.yml"]["resources"]
+    schema = resources["schemas"]["medallion"]
+    assert schema == {**schema, "catalog_name": "${var.catalog}", "name": "${var.schema}"}
+    resolve = bundle.resolver("dev", user_name="jane@example.com")
+    for volume in ("landing", "lake"):
+        spec = resources["volumes"][volume]
+        assert spec["schema_name"] == "${resources.schemas.medallion.name}"
+        # The job parameters name exactly this volume's path.
+        path = resolve(f"/Volumes/{spec['catalog_name']}/${{var.schema}}/{spec['name']}", volume)
+        assert resolve(f"${{var.{volume}}}", volume) == path
+
+
+def test_every_job_has_a_timeout_or_health_rules_and_notifications(bundle):
+    jobs = bundle.jobs("prod", user_name="sp")
+    for key, job in jobs.items():
+        spec = job.spec
+        streaming = "continuous" in spec
+        metrics = {rule["metric"] for rule in spec["health"]["rules"]}
+        events = (
+            "on_streaming_backlog_exceeded"
+            if streaming
+            else "on_duration_warning_threshold_exceeded"
+        )
+        for kind in ("email_notifications", "webhook_notifications"):
+            assert set(spec[kind]) == {"on_failure", events}, f"{key}: {kind}"
+        if streaming:
+            assert metrics == {"STREAMING_BACKLOG_SECONDS", "STREAMING_BACKLOG_FILES"}, key
+        else:
+            assert metrics == {"RUN_DURATION_SECONDS"}, key
+            assert int(spec["timeout_seconds"]) > 0, key
+    # Each is a variable: an address given once reaches every job.
+    tuned = bundle.jobs("prod", overrides={"notification_emails": ["oncall@example.com"]})
+    assert all(
+        job.spec["email_notifications"]["on_failure"] == ["oncall@example.com"]
+        for job in tuned.values()
+    )
+
+
+def test_a_complex_variable_may_not_refer_to_another(tmp_path):
+    from medallion.bundle.resolve import Bundle, BundleError
+
+    (tmp_path / "databricks.yml").write_text(
+        "bundle: {name: b}\n"
+        "variables:\n"
+        "  emails: {type: complex, default: [a@example.com]}\n"
+        "  notify: {type: complex, default: {on_failure: '${var.emails}'}}\n"
+        "targets: {local: {default: true}}\n"
+        "resources:\n"
+        "  jobs:\n"
+        "    j: {name: j, email_notifications: '${var.notify}', tasks: []}\n"
+    )
+    with pytest.raises(BundleError, match="complex variables cannot contain references"):
+        Bundle(tmp_path).jobs("local")
+
+
+def test_a_notebook_opened_by_hand_on_databricks_defaults_to_the_dev_targets_places(monkeypatch):
+    """Widgets start from the developer's own schema and volumes, not the laptop's paths."""
+    from types import SimpleNamespace
+
+    from medallion.task_params import notebook_params
+
+    monkeypatch.chdir(ROOT / "notebooks")  # where Databricks runs a notebook of the bundle
+    made: dict[str, str] = {}
+    user = SimpleNamespace(get=lambda: "Jane.Doe@example.com")
+    context = SimpleNamespace(userName=lambda: user)
+    entry = SimpleNamespace(
+        getDbutils=lambda: SimpleNamespace(
+            notebook=lambda: SimpleNamespace(getContext=lambda: context)
+        )
+    )
+    dbutils = SimpleNamespace(
+        widgets=SimpleNamespace(text=made.__setitem__, get=made.__getitem__),
+        notebook=SimpleNamespace(entry_point=entry),
+    )
+    laptop = {"landing": "../build/demo/landing", "lake": "../build/demo/lake"}
+    params = notebook_params({**laptop, "dbutils": dbutils})
+    assert (params.catalog, params.schema) == ("main", "medallion_jane_doe")
+    assert params.landing == "/Volumes/main/medallion_jane_doe/landing"
+    assert made["lake"] == "/Volumes/main/medallion_jane_doe/lake"
+    assert made["file_source"] == "autoloader"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from processes import run_medallion
 
 from medallion.cli import main
@@ -24,6 +26,13 @@ def test_a_broken_checkpoint_fails_with_a_message_naming_the_stream(spark, confi
     assert message.startswith("medallion run: failed: stream 'silver_customers'")
     assert "_checkpoints/silver_customers" in message
     assert len(message) < 1200
+
+    # `changes` reads the one change data feed among the tables the lake holds (retail's
+    # silver/customers; banking's silver/accounts is declared but not there).
+    assert main(["changes", "--lake", str(lake), "--from-version", "0", "--rows", "1"]) == 0
+    assert re.match(r"[1-9][0-9]* changes\n", capsys.readouterr().out)
+    assert main(["changes", "--lake", str(lake), "--pipeline", "iot", "--from-version", "0"]) == 2
+    assert "name the table with --table" in capsys.readouterr().err
 
 
 def test_bad_arguments_exit_2_with_a_clear_message(tmp_path):

@@ -51,7 +51,7 @@ def _topic(name: str) -> str:
 
 
 def _config(lake: Path, bootstrap: str, topic: str, **kafka: object) -> Config:
-    options = KafkaSourceOptions(bootstrap_servers=bootstrap, events_topic=topic, **kafka)
+    options = KafkaSourceOptions(bootstrap_servers=bootstrap, topics={"events": topic}, **kafka)
     return Config(landing=str(lake), lake=str(lake), source="kafka", kafka=options)
 
 
@@ -461,7 +461,8 @@ def test_a_run_on_a_new_lake_reads_the_pipelines_whose_topics_hold_records(
 
     def retail_topics(events: str, customers: str) -> Config:
         options = KafkaSourceOptions(
-            bootstrap_servers=kafka_broker.bootstrap, events_topic=events, customers_topic=customers
+            bootstrap_servers=kafka_broker.bootstrap,
+            topics={"events": events, "customers": customers},
         )
         lake = str(tmp_path / "lake")
         return Config(landing=lake, lake=lake, source="kafka", kafka=options)

@@ -76,7 +76,7 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
     # 2. Opt in: restart with the column carried. Silver's append adds it (schema evolution)
     #    to the events that land from now on; the revenue stream, already reading silver,
     #    stops once on the schema change and is restarted.
-    carried = config.with_options(extra_event_columns=("coupon",))
+    carried = config.with_options(carried_columns={"silver/events": ("coupon",)})
     caplog.set_level(logging.INFO, logger="medallion.streams.runner")
     running = _stream(spark, carried, streams)
     assert wait_until(lambda: "starting gold_daily_revenue_by_country" in caplog.text, 300)

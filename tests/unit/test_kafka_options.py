@@ -28,7 +28,7 @@ def _kafka_config(**options: object) -> Config:
 
 
 def test_reader_options_pick_the_dataset_topic_offsets_and_rate_limit():
-    config = _kafka_config(customers_topic="crm.changes", max_offsets_per_trigger=500)
+    config = _kafka_config(topics={"customers": "crm.changes"}, max_offsets_per_trigger=500)
     assert reader_options(config, "customers") == {
         "kafka.bootstrap.servers": "127.0.0.1:9092",
         "subscribe": "crm.changes",
@@ -54,8 +54,9 @@ def test_reader_options_pick_the_dataset_topic_offsets_and_rate_limit():
     ("options", "message"),
     [
         ({"bootstrap_servers": "no-port"}, "bootstrap servers"),
-        ({"events_topic": "bad topic"}, "events topic"),
-        ({"customers_topic": ".."}, "customers topic"),
+        ({"topics": {"events": "bad topic"}}, "events topic"),
+        ({"topics": {"customers": ".."}}, "customers topic"),
+        ({"topics": {"no;such": "t"}}, "invalid dataset"),
         ({"starting_offsets": "yesterday"}, "starting offsets"),
         ({"max_offsets_per_trigger": 0}, "maxOffsetsPerTrigger"),
         ({"secret_scope": " "}, "secret scope"),
@@ -209,23 +210,27 @@ def test_a_missing_secret_scope_is_a_clear_error_naming_the_scope():
 
 def test_task_parameters_describe_the_kafka_source():
     """Job parameters and notebook widgets are text; TaskParams turns them into the options."""
-    params = TaskParams(
-        lake="/tmp/lake",
-        source="kafka",
-        kafka_bootstrap="b1:9092,b2:9092",
-        events_topic="prod.events",
-        customers_topic="prod.customers",
-        starting_offsets="latest",
-        max_offsets_per_trigger="5000",
-        kafka_secret_scope="kafka-prod",
-        kafka_fail_on_data_loss="False",
+    params = TaskParams.from_mapping(
+        {
+            "lake": "/tmp/lake",
+            "source": "kafka",
+            "kafka_bootstrap": "b1:9092,b2:9092",
+            "topics": "events=prod.events",
+            # A <dataset>_topic parameter, as retail's jobs pass; its dataset's own name is the
+            # default and changes nothing.
+            "customers_topic": "prod.customers",
+            "transactions_topic": "transactions",
+            "starting_offsets": "latest",
+            "max_offsets_per_trigger": "5000",
+            "kafka_secret_scope": "kafka-prod",
+            "kafka_fail_on_data_loss": "False",
+        }
     )
     config = params.config()
     assert config.source == "kafka" and config.landing == "/tmp/lake"
     assert config.kafka == KafkaSourceOptions(
         bootstrap_servers="b1:9092,b2:9092",
-        events_topic="prod.events",
-        customers_topic="prod.customers",
+        topics={"events": "prod.events", "customers": "prod.customers"},
         starting_offsets="latest",
         max_offsets_per_trigger=5000,
         secret_scope="kafka-prod",
@@ -245,13 +250,15 @@ def test_task_parameters_describe_the_kafka_source():
         ({"source": "pubsub"}, "unknown source 'pubsub'"),
         ({"source": "kafka"}, "needs bootstrap servers"),
         ({"source": "kafka", "kafka_bootstrap": "h:1", "max_offsets_per_trigger": "lots"}, "lots"),
-        ({"source": "kafka", "kafka_bootstrap": "h:1", "events_topic": "a b"}, "invalid events"),
+        ({"source": "kafka", "kafka_bootstrap": "h:1", "topics": "events=a b"}, "invalid events"),
+        ({"topics": "events"}, "a topic is written NAME=VALUE"),
+        ({"topics": "events=a", "events_topic": "b"}, "the events topic is given twice"),
         ({"kafka_fail_on_data_loss": "sometimes"}, "kafka_fail_on_data_loss must be true or"),
     ],
 )
 def test_invalid_kafka_task_parameters_are_rejected(params, message):
     with pytest.raises(ConfigError, match=message):
-        TaskParams(lake="/tmp/lake", **params).config()
+        TaskParams.from_mapping({"lake": "/tmp/lake", **params}).config()
 
 
 def test_data_loss_stops_the_stream_unless_accepted_and_the_choice_reaches_spark(monkeypatch):
@@ -365,7 +372,7 @@ def _offsets_file(checkpoint, batch: int, offsets: dict, committed: bool = True)
 def test_batch_ranges_come_from_consecutive_offsets_and_offsets_that_went_back_are_gaps(tmp_path):
     from medallion.streams.kafka_gaps import _ranges
 
-    config = _kafka_config(events_topic="t")
+    config = _kafka_config(topics={"events": "t"})
     checkpoint = tmp_path / "bronze_events"
     _offsets_file(checkpoint, 0, {"t": {"0": 10}})
     _offsets_file(checkpoint, 1, {"t": {"0": 20, "1": 4}})  # a partition was added
@@ -388,7 +395,7 @@ def test_batch_ranges_come_from_consecutive_offsets_and_offsets_that_went_back_a
     ]
     assert all(g.kind == "kafka data loss" and g.topic == "t" for g in gaps)
     # A JSON starting position makes batch 0's range known.
-    json_start = _kafka_config(events_topic="t", starting_offsets='{"t": {"0": 2}}')
+    json_start = _kafka_config(topics={"events": "t"}, starting_offsets='{"t": {"0": 2}}')
     ranges, _ = _ranges(json_start, "bronze_events", str(checkpoint), 0, 0)
     assert [(r.batch, r.start, r.end) for r in ranges] == [(0, 2, 10)]
 

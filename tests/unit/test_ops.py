@@ -73,16 +73,32 @@ def test_reset_plans_cover_downstream_and_bronze_rebuilds_everything(tmp_path):
         plan_reset(config, "gold", "silver/events")
 
 
-def test_extra_columns_are_validated():
-    cfg = Config(landing="/l", lake="/k", extra_event_columns=["coupon", "campaign"])
-    assert cfg.extra_event_columns == ("coupon", "campaign")
-    for bad, why in (("drop table", "invalid"), ("Revenue", "silver"), ("_raw", "metadata")):
+def test_carried_columns_are_validated():
+    cfg = Config(landing="/l", lake="/k", carried_columns={"silver/events": ["coupon", "campaign"]})
+    assert cfg.carried("silver/events") == ("coupon", "campaign")
+    assert cfg.carried("silver/transactions") == ()
+    for bad, why in (("drop table", "invalid"), ("Revenue", "already"), ("_raw", "already")):
         with pytest.raises(ConfigError, match=why):
-            Config(landing="/l", lake="/k", extra_event_columns=(bad,))
+            Config(landing="/l", lake="/k", carried_columns={"silver/events": (bad,)})
     with pytest.raises(ConfigError, match="twice"):
-        Config(landing="/l", lake="/k", extra_event_columns=("a", "A"))
+        Config(landing="/l", lake="/k", carried_columns={"silver/events": ("a", "A")})
+    with pytest.raises(ConfigError, match="takes no carried columns"):
+        Config(landing="/l", lake="/k", carried_columns={"gold/fraud_alerts": ("a",)})
+    with pytest.raises(ConfigError, match="unknown table"):
+        Config(landing="/l", lake="/k", carried_columns={"silver/nothing": ("a",)})
     with pytest.raises(ConfigError, match="downtime"):
         Config(landing="/l", lake="/k", max_stream_downtime_hours=0)
+
+
+def test_carry_column_names_its_table_or_the_only_one_that_takes_them():
+    from medallion.cli import carried_columns
+
+    assert carried_columns(["coupon", "silver/events:campaign"], ["retail"]) == {
+        "silver/events": ["coupon", "campaign"]
+    }
+    assert carried_columns(["coupon"], []) == {"silver/events": ["coupon"]}
+    with pytest.raises(ConfigError, match="name the table.*none"):
+        carried_columns(["coupon"], ["banking"])
 
 
 def test_delta_intervals_in_hours():
@@ -296,3 +312,39 @@ def test_reset_without_a_terminal_needs_yes_and_deletes_nothing(tmp_path, capsys
     assert "silver/events" in out and "gold/hourly_product_metrics" in out
     assert "pass --yes" in err
     assert checkpoint.exists()
+
+
+def test_status_says_which_streams_are_behind_by_lag_and_by_age():
+    from datetime import datetime, timezone
+
+    from medallion.ops.status import behind
+
+    def stream(name, lag, at=None, started=True):
+        progress = {"at": at} if at else None
+        return {"stream": name, "lag": lag, "last_progress": progress, "started": started}
+
+    status = {
+        "streams": [
+            stream(
+                "bronze_a",
+                {"kind": "files", "landed": 9, "pending_files": 3},
+                "2026-11-26T10:00:00Z",
+            ),
+            stream("silver_a", {"kind": "delta", "source": "bronze/a", "versions_behind": 1}),
+            stream("gold_a", {"kind": "fused", "note": "carried"}),
+            stream("bronze_b", {"kind": "files", "note": "give --landing"}, started=False),
+        ]
+    }
+    now = datetime(2026, 11, 26, 10, 30, tzinfo=timezone.utc)
+    assert behind(status, now=now) == []
+    assert behind(status, max_lag=3, now=now) == []
+    assert behind(status, max_lag=0, now=now) == [
+        "bronze_a: 3 landed files unread (at most 0)",
+        "silver_a: 1 versions of bronze/a unread (at most 0)",
+    ]
+    assert behind(status, max_age_minutes=45, now=now) == [
+        "silver_a: last batch with data none recorded (at most 45 minutes)"
+    ]
+    assert behind(status, max_age_minutes=20, now=now)[0] == (
+        "bronze_a: last batch with data 30 minutes ago (at most 20 minutes)"
+    )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from medallion.bundle.local_run import JobFailed, run_job_locally
 from medallion.bundle.resolve import LOCAL_TARGET, Bundle, BundleError
+from medallion.ops.cli import add_output_argument, print_json
 
 
 def _pairs(values: Sequence[str] | None, what: str) -> dict[str, str]:
@@ -30,25 +31,36 @@ def add_job_parser(subparsers: argparse._SubParsersAction) -> None:
     job.add_argument("--bundle", help="folder of databricks.yml (default: found from here)")
     actions = job.add_subparsers(dest="job_command", required=True)
     listing = actions.add_parser("list", help="one line per job: its key, then its tasks")
-    listing.add_argument("--target", default=LOCAL_TARGET, help="bundle target (default: local)")
+    listing.add_argument("--target", default=LOCAL_TARGET, help="bundle target")
+    add_output_argument(listing)
     run = actions.add_parser("run", help="run a job: its notebooks here, or a deployed job")
     run.add_argument("job_key", help="the job's key in resources/*.yml")
     run.add_argument(
         "--target",
         default=LOCAL_TARGET,
-        help="local (default): run the notebooks here; another target: run the deployed job",
+        help="local: run the notebooks here; another target: run the deployed job",
     )
     run.add_argument("--stream", action="store_true", help="continuous jobs: run until stopped")
     run.add_argument("--var", action="append", metavar="NAME=VALUE", help="set a bundle variable")
     run.add_argument("--param", action="append", metavar="NAME=VALUE", help="set a job parameter")
-    run.add_argument("--landing", help="local runs: the landing folder (sets var landing)")
-    run.add_argument("--lake", help="local runs: the lake folder (sets var lake)")
+    run.add_argument(
+        "--landing",
+        default=os.environ.get("MEDALLION_LANDING") or None,
+        help="local runs: the landing folder, var landing ($MEDALLION_LANDING)",
+    )
+    run.add_argument(
+        "--lake",
+        default=os.environ.get("MEDALLION_LAKE") or None,
+        help="local runs: the lake folder, var lake ($MEDALLION_LAKE)",
+    )
     run.add_argument("--output", help="local runs: folder for the executed notebooks")
     run.add_argument("--profile", help="deployed runs: Databricks CLI profile")
     run.add_argument("--job-id", type=int, help="deployed runs: the job's id, if not found by name")
     run.add_argument(
         "--poll", type=float, default=10.0, help="deployed runs: seconds between state checks"
     )
+    for parser in (job, listing, run):
+        parser.epilog = "examples:\n  medallion job list\n  medallion job run medallion_pipeline"
 
 
 def cmd_job(args: argparse.Namespace) -> int:
@@ -56,10 +68,15 @@ def cmd_job(args: argparse.Namespace) -> int:
     logging.getLogger("traitlets").setLevel(logging.WARNING)  # nbclient's per-notebook notes
     bundle = Bundle(args.bundle) if args.bundle else Bundle()
     if args.job_command == "list":
-        jobs = bundle.jobs(args.target)
+        jobs = {
+            key: [t.key for t in job.task_order()] for key, job in bundle.jobs(args.target).items()
+        }
+        if args.output == "json":
+            print_json([{"job": key, "tasks": tasks} for key, tasks in jobs.items()])
+            return 0
         width = max((len(k) for k in jobs), default=0)
-        for key, job in jobs.items():
-            print(f"{key:<{width}}  {' '.join(t.key for t in job.task_order())}")
+        for key, tasks in jobs.items():
+            print(f"{key:<{width}}  {' '.join(tasks)}")
         return 0
     variables = _pairs(args.var, "--var")
     for name in ("landing", "lake"):

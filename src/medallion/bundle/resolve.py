@@ -242,9 +242,20 @@ class Bundle:
         }
         resolved: dict[str, object] = {}
 
+        declared = self.declared_variables()
+
+        def complex_variable(name: str) -> bool:
+            return (declared.get(name) or {}).get("type") == "complex"
+
         def variable(name: str, where: str, stack: tuple[str, ...]) -> object:
             if name not in raw:
                 raise BundleError(f"{where}: ${{var.{name}}} is not declared under variables")
+            if stack and complex_variable(stack[-1]) and complex_variable(name):
+                # As the Databricks CLI refuses it.
+                raise BundleError(
+                    f"{where}: complex variables cannot contain references to another complex "
+                    f"variable (${{var.{name}}})"
+                )
             if name in stack:
                 raise BundleError(f"variables refer to each other in a cycle: {' -> '.join(stack)}")
             if name not in resolved:

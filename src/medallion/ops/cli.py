@@ -8,8 +8,10 @@ medallion/cli.py adds them with :func:`add_ops_parsers` and dispatches through
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from dataclasses import asdict
 
 from medallion.config import Config, ConfigError
 
@@ -28,10 +30,12 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``maintain``, ``status``, ``reset`` and ``pipelines`` to the ``medallion`` parser."""
     from medallion.ops.maintain import DEFAULT_RETENTION_HOURS
 
-    maintain = sub.add_parser("maintain", help="compact (OPTIMIZE, Z-order) and safely VACUUM")
-    maintain.add_argument(
-        "--lake", required=True, help="folder of the Delta tables and checkpoints"
+    maintain = sub.add_parser(
+        "maintain",
+        help="compact (OPTIMIZE, Z-order) and safely VACUUM",
+        epilog="example:\n  medallion maintain --lake build/demo/lake --table silver/events",
     )
+    add_lake_argument(maintain)
     maintain.add_argument(
         "--table",
         action="append",
@@ -42,9 +46,10 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
         type=_hours,
         default=DEFAULT_RETENTION_HOURS,
         metavar="HOURS",
-        help="keep files removed less than HOURS ago (default 168; unsafe values are refused)",
+        help="keep files removed less than HOURS ago (unsafe values are refused)",
     )
     add_pipeline_argument(maintain)
+    add_output_argument(maintain)
     maintain.add_argument("--no-vacuum", action="store_true", help="compact only")
     maintain.add_argument("--no-optimize", action="store_true", help="VACUUM only")
     maintain.add_argument(
@@ -52,26 +57,182 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
         type=_hours,
         default=None,
         metavar="HOURS",
-        help="the longest a stream may stay stopped (default 72); the retention must exceed it",
+        help="the longest a stream may stay stopped (default: 72); the retention must exceed it",
     )
 
-    status = sub.add_parser("status", help="tables, streams, throughput and lag")
-    status.add_argument("--lake", required=True)
-    status.add_argument("--landing", help="landing folder, to count files not yet ingested")
-    status.add_argument("--json", action="store_true", help="print JSON")
+    status = sub.add_parser(
+        "status",
+        help="tables, streams, throughput and lag",
+        epilog="example:\n  medallion status --lake build/demo/lake --landing build/demo/landing",
+    )
+    add_lake_argument(status)
+    add_landing_argument(status, help="landing folder, to count files not yet ingested")
+    add_output_argument(status)
+    status.add_argument(
+        "--json", dest="output", action="store_const", const="json", help="as --output json"
+    )
+    status.add_argument(
+        "--max-lag",
+        type=_lag_bound,
+        metavar="N",
+        help="exit 1 when a stream has more than N landed files or source versions unread",
+    )
+    status.add_argument(
+        "--max-age",
+        type=_minutes,
+        metavar="MINUTES",
+        help="exit 1 when a started stream's last batch with data is older than MINUTES",
+    )
     add_pipeline_argument(status)
 
-    reset = sub.add_parser("reset", help="delete a layer and everything downstream, to rebuild")
-    reset.add_argument("--lake", required=True)
-    reset.add_argument("--layer", required=True, choices=("bronze", "silver", "gold"))
+    reset = sub.add_parser(
+        "reset",
+        help="delete a layer and everything downstream, to rebuild",
+        epilog="example:\n  medallion reset --lake build/demo/lake --layer silver --yes",
+    )
+    add_lake_argument(reset)
+    reset.add_argument(
+        "--layer",
+        required=True,
+        choices=("bronze", "silver", "gold"),
+        help="the layer to rebuild (what is downstream of it goes too)",
+    )
     reset.add_argument("--table", help="only this table of the layer (and what is downstream)")
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_pipeline_argument(reset)
 
-    listing = sub.add_parser("pipelines", help="list the pipelines, with their tables and flows")
+    add_doctor_and_shell(sub)
+    listing = sub.add_parser(
+        "pipelines",
+        help="list the pipelines, with their tables and flows",
+        epilog="examples:\n  medallion pipelines\n  medallion pipelines --mermaid",
+    )
     listing.add_argument(
         "--mermaid", action="store_true", help="print their lineage as a Mermaid flowchart"
     )
+
+
+LAKE_VARIABLE = "MEDALLION_LAKE"
+LANDING_VARIABLE = "MEDALLION_LANDING"
+
+
+def add_doctor_and_shell(sub: argparse._SubParsersAction) -> None:
+    """``doctor`` (what a run needs) and ``shell`` (IPython with the lake's tables)."""
+    doctor = sub.add_parser(
+        "doctor",
+        help="check what a run needs (Java, jars, lake, bundle, Databricks profile)",
+        epilog="example:\n  medallion doctor --lake build/demo/lake",
+    )
+    doctor.add_argument(
+        "--lake",
+        default=os.environ.get(LAKE_VARIABLE) or "build/demo/lake",
+        metavar="DIR",
+        help=f"the lake to check write access to (${LAKE_VARIABLE})",
+    )
+    shell = sub.add_parser(
+        "shell",
+        help="IPython with `spark` and every table of the lake registered by name",
+        epilog="example:\n  medallion shell --lake build/demo/lake\n"
+        "  In [1]: spark.table('medallion.gold_hourly_product_metrics').show()",
+    )
+    add_lake_argument(shell)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from medallion.ops.doctor import run_checks
+    from medallion.session import local_packages
+
+    checks = run_checks(args.lake, local_packages())
+    for check in checks:
+        print(check.render())
+    return 1 if any(check.ok is False for check in checks) else 0
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    import IPython
+
+    from medallion.session import get_spark
+    from medallion.tables import register_tables, table_exists
+
+    config = _lake_config(args)
+    if not os.path.isdir(config.lake):
+        raise ConfigError(f"no lake at {config.lake}")
+    spark = get_spark()
+    register_tables(spark, config)
+    names = [t.qualified_name.replace("`", "") for t in config.tables() if table_exists(spark, t)]
+    print(
+        f"medallion shell: `spark` (Spark {spark.version}) and `config` for {config.lake}; "
+        f"tables: {', '.join(names) or 'none yet'}"
+    )
+    IPython.start_ipython(
+        argv=["--quick", "--no-banner"], user_ns={"spark": spark, "config": config}
+    )
+    return 0
+
+
+def add_lake_argument(
+    parser: argparse.ArgumentParser, help: str = "folder of the Delta tables and checkpoints"
+) -> None:
+    """``--lake DIR``: required unless ``$MEDALLION_LAKE`` gives it."""
+    default = os.environ.get(LAKE_VARIABLE) or None
+    parser.add_argument(
+        "--lake",
+        required=default is None,
+        default=default,
+        metavar="DIR",
+        help=f"{help} (${LAKE_VARIABLE})",
+    )
+
+
+def add_landing_argument(
+    parser: argparse.ArgumentParser,
+    required: bool = False,
+    help: str = "folder where input files land",
+) -> None:
+    """``--landing DIR``, from ``$MEDALLION_LANDING`` when not given."""
+    default = os.environ.get(LANDING_VARIABLE) or None
+    parser.add_argument(
+        "--landing",
+        required=required and default is None,
+        default=default,
+        metavar="DIR",
+        help=f"{help} (${LANDING_VARIABLE})",
+    )
+
+
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    """``--output text|json``: the same data for people or for programs (stdout)."""
+    parser.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="print for people, or the same data as JSON",
+    )
+
+
+def print_json(data: object) -> None:
+    """``data`` as indented JSON on stdout (dates and decimals as text)."""
+    print(json.dumps(data, indent=2, default=str))
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("use a number of minutes") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be more than 0 minutes")
+    return value
+
+
+def _lag_bound(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("use a whole number of files or versions") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be zero or more")
+    return value
 
 
 def add_pipeline_argument(parser: argparse.ArgumentParser, default: str = "all") -> None:
@@ -112,12 +273,15 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         vacuum_retention_hours=None if args.no_vacuum else args.vacuum_retention,
         run_optimize=not args.no_optimize,
     )
-    print(render(results))
+    if args.output == "json":
+        print_json([asdict(r) for r in results])
+    else:
+        print(render(results))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from medallion.ops.status import lake_status, render_status, status_json
+    from medallion.ops.status import behind, lake_status, render_status, status_json
     from medallion.session import get_spark
     from medallion.tables import in_lake
 
@@ -127,8 +291,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     landing = os.path.abspath(args.landing) if args.landing else None
     spark = get_spark()
     status = lake_status(spark, in_lake(spark, config), landing)
-    print(status_json(status) if args.json else render_status(status))
-    return 0
+    problems = behind(status, args.max_lag, args.max_age)
+    if args.output == "json":
+        print(status_json({**status, "behind": problems}))
+    else:
+        print(render_status(status))
+    for problem in problems:
+        print(f"medallion status: behind: {problem}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
@@ -172,6 +342,8 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
 
 
 OPS_COMMANDS = {
+    "doctor": cmd_doctor,
+    "shell": cmd_shell,
     "maintain": cmd_maintain,
     "status": cmd_status,
     "reset": cmd_reset,

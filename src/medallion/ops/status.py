@@ -202,9 +202,40 @@ def render_status(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def behind(
+    status: dict[str, Any],
+    max_lag: int | None = None,
+    max_age_minutes: float | None = None,
+    now: datetime | None = None,
+) -> list[str]:
+    """The streams of ``status`` that are behind, one sentence each: more than ``max_lag``
+    landed files or source versions unread, or a last batch with data older than
+    ``max_age_minutes`` (a started stream without one counts as old). As ``dbt source
+    freshness``, for cron and CI to alert on."""
+    now = now or datetime.now(timezone.utc)
+    problems = []
+    for stream in status["streams"]:
+        lag = stream["lag"]
+        unread = lag.get("pending_files", lag.get("versions_behind"))
+        if max_lag is not None and unread is not None and unread > max_lag:
+            what = "landed files" if lag["kind"] == "files" else f"versions of {lag['source']}"
+            problems.append(f"{stream['stream']}: {unread} {what} unread (at most {max_lag})")
+        if max_age_minutes is None or not stream["started"] or lag.get("kind") == "fused":
+            continue
+        at = (stream["last_progress"] or {}).get("at")
+        age = None if at is None else (now - datetime.fromisoformat(at)).total_seconds() / 60
+        if age is None or age > max_age_minutes:
+            since = "none recorded" if age is None else f"{age:.0f} minutes ago"
+            problems.append(
+                f"{stream['stream']}: last batch with data {since} "
+                f"(at most {max_age_minutes:g} minutes)"
+            )
+    return problems
+
+
 def status_json(status: dict[str, Any]) -> str:
     """``status`` as indented JSON."""
     return json.dumps(status, indent=2, default=str)
 
 
-__all__ = ["PROGRESS_TABLE_KEY", "lake_status", "render_status", "status_json"]
+__all__ = ["PROGRESS_TABLE_KEY", "behind", "lake_status", "render_status", "status_json"]

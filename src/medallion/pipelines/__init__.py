@@ -14,7 +14,7 @@ import os
 import pkgutil
 from collections.abc import Sequence
 
-from medallion.declarations import Flow, Pipeline, Setting, Table
+from medallion.declarations import Flow, Pipeline, Setting, Table, landing_datasets
 
 EXTRA_PIPELINES_VARIABLE = "MEDALLION_PIPELINES"
 _REGISTERED: dict[str, Pipeline] = {}
@@ -104,6 +104,11 @@ def all_tables() -> dict[str, Table]:
 def all_flows() -> tuple[Flow, ...]:
     """Every declared flow, each pipeline's in its declared order (upstream first)."""
     return tuple(f for p in pipelines() for f in p.flows)
+
+
+def all_datasets() -> list[str]:
+    """The input datasets of every declared pipeline (``landing/<dataset>``), sorted."""
+    return landing_datasets(all_flows())
 
 
 def declared_table(key: str) -> Table:

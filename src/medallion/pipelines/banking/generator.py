@@ -154,12 +154,15 @@ def generate(
     seed: int = 42,
     faults: FaultRates | None = None,
     accounts: int | None = None,
+    transactions: int | None = None,
     **_other_sizes: int,
 ) -> dict[str, list[str]]:
-    """Write ``records`` transactions to ``landing/transactions/`` and the profile changes of
-    ``accounts`` accounts (default: one per 20 transactions, at least 20) to
-    ``landing/accounts/``, each in files landed in name order. Returns the paths written."""
+    """Write ``transactions`` transactions (default ``records``) to ``landing/transactions/``
+    and the profile changes of ``accounts`` accounts (default: one per 20 transactions, at
+    least 20) to ``landing/accounts/``, each in files landed in name order. Returns the paths
+    written."""
     faults = faults or FaultRates()
+    records = records if transactions is None else transactions
     count = accounts if accounts is not None else max(20, records // 20)
     changes, profiles = account_change_lines(count, seed, faults)
     return {

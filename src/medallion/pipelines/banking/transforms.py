@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.config import Config, ConfigError
-from medallion.contracts import REVENUE_SUM_TYPE
+from medallion.contracts import MONEY_SUM_TYPE
 from medallion.pipelines.banking.contract import TRANSACTION_COLUMNS
 from medallion.transforms.bronze import arrival_order
 from medallion.transforms.change_records import ChangeRecords
@@ -134,10 +134,10 @@ def daily_activity_increments(transactions: DataFrame) -> DataFrame:
     flagged = F.col("is_suspicious")
     return transactions.groupBy("account_id", "event_date").agg(
         F.count("*").alias("transactions"),
-        F.sum("amount").cast(REVENUE_SUM_TYPE).alias("amount"),
+        F.sum("amount").cast(MONEY_SUM_TYPE).alias("amount"),
         F.count_if(flagged).alias("flagged_transactions"),
         F.coalesce(F.sum(F.when(flagged, F.col("amount"))), F.lit(0))
-        .cast(REVENUE_SUM_TYPE)
+        .cast(MONEY_SUM_TYPE)
         .alias("flagged_amount"),
         F.max("amount").alias("max_amount"),
     )

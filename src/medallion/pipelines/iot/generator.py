@@ -57,9 +57,11 @@ def generate(
     files: int = 4,
     seed: int = 42,
     faults: FaultRates | None = None,
+    device_readings: int | None = None,
     **_other_sizes: int,
 ) -> dict[str, list[str]]:
     """Write readings to ``landing/device_readings/`` in ``files`` files, landed in name order
     (each file's modification time after the one before). Returns the paths written."""
-    lines = reading_lines(records, seed, faults or FaultRates())
+    count = records if device_readings is None else device_readings
+    lines = reading_lines(count, seed, faults or FaultRates())
     return {DATASET: write_in_files(landing, DATASET, f"readings-{seed}", lines, files)}

@@ -17,9 +17,11 @@ def generate_retail(
     seed: int = 42,
     faults: FaultRates | None = None,
     customers: int = 200,
+    events: int | None = None,
+    **_other_sizes: int,
 ) -> dict[str, list[str]]:
-    """``records`` events and ``customers`` customer changes (medallion/generate.py)."""
-    return generate(landing, records, customers, files, seed, faults)
+    """``events`` events (default ``records``) and ``customers`` customer changes."""
+    return generate(landing, records if events is None else events, customers, files, seed, faults)
 
 
 RETAIL = register(Pipeline("retail", TABLES, FLOWS, generate=generate_retail))

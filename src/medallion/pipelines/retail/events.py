@@ -356,7 +356,7 @@ def events_batch(
     if not stages or tuple(stages) != STAGES[: len(stages)]:
         raise ValueError(f"the events stages are a prefix of {STAGES}, not {tuple(stages)}")
     tables = EventTables.of(config)
-    extra = config.extra_event_columns
+    extra = config.carried("silver/events")
     query = _QueryIds(checkpoint)
     tune_for_size = _SizeTuning()
     stream = STAGE_STREAMS["bronze"]
@@ -452,7 +452,7 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
     rebuilt silver): quarantine the invalid, append the valid events whose ``event_id`` silver
     does not hold yet. Both writes carry ``txnAppId``/``txnVersion``."""
     tables = EventTables.of(config)
-    extra = config.extra_event_columns
+    extra = config.carried("silver/events")
     query = _QueryIds(checkpoint)
     tune_for_size = _SizeTuning()
     stream = STAGE_STREAMS["silver"]

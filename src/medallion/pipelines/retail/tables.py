@@ -42,6 +42,7 @@ SILVER_EVENTS = Table(
     "_ingested_at TIMESTAMP, _source_file STRING",
     # Read by date (dashboards, gold's rebuilds) and looked up by event_id.
     zorder=("event_date", "event_id"),
+    carries_input_fields=True,  # --carry-column (docs/operations.md)
 )
 EVENTS_QUARANTINE = Table(
     "silver", "events_quarantine", f"event_id STRING, {_QUARANTINE}", APPEND_ONLY, quarantine=True

@@ -6,7 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
-    REVENUE_SUM_TYPE,
+    MONEY_SUM_TYPE,
     field_text,
     field_value,
     parse_json_line,
@@ -55,6 +55,6 @@ def enrich_purchases(purchases: DataFrame, customers: DataFrame) -> DataFrame:
 def daily_revenue_by_country(enriched_purchases: DataFrame) -> DataFrame:
     """Revenue and purchase counts per (``event_date``, ``country``)."""
     return enriched_purchases.groupBy("event_date", "country").agg(
-        F.sum("revenue").cast(REVENUE_SUM_TYPE).alias("revenue"),
+        F.sum("revenue").cast(MONEY_SUM_TYPE).alias("revenue"),
         F.count(F.lit(1)).alias("purchases"),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from medallion.contracts import REVENUE_SUM_TYPE
+from medallion.contracts import MONEY_SUM_TYPE
 
 HOURLY_KEYS = ("window_start", "product_id")
 # One row of gold/hourly_product_users: a user counted in an hour's unique_users.
@@ -37,7 +37,7 @@ def _counts(events: DataFrame) -> list:
         F.count(F.when(is_type("add_to_cart"), 1)).alias("add_to_carts"),
         F.count(F.when(is_type("purchase"), 1)).alias("purchases"),
         F.coalesce(F.sum(F.when(is_type("purchase"), F.col("revenue"))), F.lit(0))
-        .cast(REVENUE_SUM_TYPE)
+        .cast(MONEY_SUM_TYPE)
         .alias("revenue"),
     ]
 

@@ -9,7 +9,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
-    REVENUE_TYPE,
+    MONEY_TYPE,
     apply_stages,
     as_string,
     field_text,
@@ -103,7 +103,7 @@ def _validation_stages(
             field_text(name).alias(name)
             for name in ("event_id", "event_type", "user_id", "product_id", "category")
         ],
-        field_value("revenue").cast(REVENUE_TYPE).alias("revenue"),
+        field_value("revenue").cast(MONEY_TYPE).alias("revenue"),
         timestamp.alias("event_timestamp"),
         F.to_date(timestamp).alias("event_date"),
         F.col("_raw"),

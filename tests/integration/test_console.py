@@ -1,0 +1,139 @@
+"""What a person sees: on a machine without the jars, one line says what is downloaded; then
+one line per stream and the summary, and nothing else. The JVM's output is in a log file."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+
+from processes import MEDALLION, kill_group, run_medallion, start_medallion, wait_until
+
+from medallion.cli import main
+from medallion.pipelines import pipelines
+from medallion.pipelines.iot import generator as iot
+
+STEP = re.compile(r"(\w+) +OK +(?:[\d,]+ rows? +\d+ batch(?:es)? +[\d.]+ s|nothing new)")
+
+
+def test_a_run_prints_a_download_line_once_a_line_per_stream_and_the_summary(
+    spark, tmp_path, capsys
+):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    assert (
+        run_medallion(
+            "generate", "--landing", str(landing), "--pipeline", "iot", "--records", "40"
+        ).returncode
+        == 0
+    )
+    env = {
+        "MEDALLION_JAR_CACHE": str(tmp_path / "jars"),
+        "MEDALLION_LOG_DIR": str(tmp_path / "logs"),
+    }
+    run = ("run", "--landing", str(landing), "--lake", str(lake), "--pipeline", "iot")
+    flows = [f.name for f in pipelines(["iot"])[0].flows]
+
+    first = run_medallion(*run, env=env)
+
+    assert first.returncode == 0, first.stderr
+    download, *steps = first.stderr.splitlines()
+    assert download.startswith("medallion: first run on this machine: fetching the jars of")
+    assert "MB) from Maven Central" in download
+    assert sorted(STEP.fullmatch(line).group(1) for line in steps) == sorted(flows), steps
+    table = first.stdout.splitlines()
+    assert table[0].split() == [
+        "table",
+        "rows",
+        "in",
+        "rows",
+        "out",
+        "quarantined",
+        "total",
+        "rows",
+    ]
+    assert len(table) == 2 + len(pipelines(["iot"])[0].tables)
+    # Ivy's resolution and Spark's warnings went to the JVM's log, not to the console.
+    (log,) = (tmp_path / "logs").glob("spark-*.log")
+    assert ":: resolving dependencies ::" in log.read_text()
+    assert ":: resolving" not in first.stdout + first.stderr
+
+    again = run_medallion(*run, env=env)
+
+    assert again.returncode == 0, again.stderr
+    lines = again.stderr.splitlines()
+    assert [STEP.fullmatch(line).group(1) for line in lines if "nothing new" in line]
+    assert all(STEP.fullmatch(line) for line in lines), lines  # no download line this time
+    assert len(list((tmp_path / "logs").glob("spark-*.log"))) == 2
+
+    # The same lake through the JSON of `show` and `status` (in this process: its session).
+    capsys.readouterr()
+    assert main(["show", "--lake", str(lake), "--pipeline", "iot", "--output", "json"]) == 0
+    shown = {t["table"]: t for t in json.loads(capsys.readouterr().out)}
+    summary = {line.split()[0]: int(line.split()[-1]) for line in table[2:]}
+    assert {key: t["rows"] for key, t in shown.items()} == {
+        key: rows for key, rows in summary.items() if key.startswith("gold/")
+    }
+    minutes = [r["minute_start"] for r in shown["gold/device_minute_metrics"]["first_rows"]]
+    assert minutes == sorted(minutes)  # gold by time first
+    status = ["status", "--lake", str(lake), "--landing", str(landing), "--pipeline", "iot"]
+    assert main([*status, "--output", "json", "--max-lag", "0"]) == 0
+    streams = json.loads(capsys.readouterr().out)["streams"]
+    assert {s["stream"] for s in streams} == set(flows)
+    # A file lands: the bronze stream is one file behind, which --max-lag 0 reports.
+    assert (
+        run_medallion(
+            "generate",
+            "--landing",
+            str(landing),
+            "--pipeline",
+            "iot",
+            "--records",
+            "5",
+            "--files",
+            "1",
+            "--seed",
+            "9",
+        ).returncode
+        == 0
+    )
+    assert main([*status, "--max-lag", "0"]) == 1
+    assert "behind: bronze_device_readings: 1 landed files unread" in capsys.readouterr().err
+
+    # `medallion shell`: IPython with `spark` and the lake's tables by name.
+    shell = subprocess.run(
+        [MEDALLION, "shell", "--lake", str(lake)],
+        input='print("rows:", spark.table("medallion.gold_device_status").count())\n',
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **env},
+    )
+    assert shell.returncode == 0, shell.stderr
+    assert "medallion.gold_device_status" in shell.stdout.splitlines()[0]
+    assert f"rows: {shown['gold/device_status']['rows']}" in shell.stdout
+
+
+def test_ctrl_c_during_an_available_now_run_exits_130_with_one_line(tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    iot.generate(str(landing), records=3000, files=6, seed=4)
+    log = tmp_path / "run.log"
+    # One file a batch: the run is mid-way when Ctrl-C comes.
+    run = start_medallion(
+        "run", "--landing", str(landing), "--lake", str(lake), "--pipeline", "iot",
+        "--max-files-per-trigger", "1", log_path=log,
+    )  # fmt: skip
+    try:
+        commits = lake / "_checkpoints" / "bronze_device_readings" / "commits"
+        assert wait_until(lambda: (commits / "0").exists(), 300), log.read_text()[-3000:]
+        os.killpg(run.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
+        assert run.wait(timeout=120) == 130, log.read_text()[-3000:]
+    finally:
+        if run.poll() is None:
+            kill_group(run)
+    text = log.read_text()
+    assert "Traceback" not in text, text[-3000:]
+    assert (
+        text.splitlines()[-1] == "medallion run: interrupted; a rerun resumes from the checkpoints"
+    )
