@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from medallion.argtypes import AT_LEAST_ONE, COUNT, POSITIVE_SECONDS, SHARE
 from medallion.config import (
     Config,
     ConfigError,
@@ -33,26 +34,6 @@ def _configure_logging(verbose: bool) -> None:
         os.environ["MEDALLION_VERBOSE"] = "1"
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("use a number of seconds") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError("must be more than 0 seconds")
-    return value
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("use a share from 0 to 1") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError("must be from 0 to 1")
-    return value
-
-
 def _starting_version(text: str) -> int | str:
     if text == "latest":
         return text
@@ -62,16 +43,6 @@ def _starting_version(text: str) -> int | str:
         raise argparse.ArgumentTypeError("use a table version (0 or more) or latest") from None
     if value < 0:
         raise argparse.ArgumentTypeError("must be zero or more")
-    return value
-
-
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("use a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
     return value
 
 
@@ -103,7 +74,7 @@ def _add_delta_source(run: argparse.ArgumentParser) -> None:
     )
     delta.add_argument(
         "--delta-max-files-per-trigger",
-        type=_at_least_one,
+        type=AT_LEAST_ONE,
         metavar="N",
         help="source files per micro-batch (Delta's default: 1000)",
     )
@@ -200,16 +171,6 @@ class _Help(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("use a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be zero or more")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     from medallion import __version__
@@ -234,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_landing_argument(gen, required=True)
     gen.add_argument(
         "--records",
-        type=_at_least_one,
+        type=AT_LEAST_ONE,
         default=1000,
         help="records of each pipeline's main dataset, unless its own flag below says",
     )
@@ -242,23 +203,23 @@ def build_parser() -> argparse.ArgumentParser:
         gen.add_argument(
             f"--{dataset.replace('_', '-')}",
             dest=f"size_{dataset}",
-            type=_count,
+            type=COUNT,
             metavar="N",
             help=f"records of {dataset.replace('_', ' ')} (default: --records for a pipeline's "
             "main dataset, else the pipeline's choice)",
         )
     add_pipeline_argument(gen, default="every pipeline with a generator")
-    gen.add_argument("--files", type=_at_least_one, default=4, help="files per dataset")
+    gen.add_argument("--files", type=AT_LEAST_ONE, default=4, help="files per dataset")
     gen.add_argument("--seed", type=int, default=42, help="the same seed writes the same files")
-    gen.add_argument("--duplicate-rate", type=_share, default=0.05, help="share of records re-sent")
+    gen.add_argument("--duplicate-rate", type=SHARE, default=0.05, help="share of records re-sent")
     gen.add_argument(
-        "--late-rate", type=_share, default=0.05, help="share of records that arrive late"
+        "--late-rate", type=SHARE, default=0.05, help="share of records that arrive late"
     )
     gen.add_argument(
-        "--invalid-rate", type=_share, default=0.04, help="share of records the contract refuses"
+        "--invalid-rate", type=SHARE, default=0.04, help="share of records the contract refuses"
     )
     gen.add_argument(
-        "--malformed-rate", type=_share, default=0.02, help="share of lines that are not JSON"
+        "--malformed-rate", type=SHARE, default=0.02, help="share of lines that are not JSON"
     )
 
     run = sub.add_parser(
@@ -275,14 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stream", action="store_true", help="keep running until SIGINT/SIGTERM")
     run.add_argument(
         "--interval",
-        type=_positive_seconds,
+        type=POSITIVE_SECONDS,
         default=Config.trigger_interval_seconds,
         help="with --stream: seconds between looks for new input while idle (a stream with "
         "input runs its batches back to back)",
     )
     run.add_argument(
         "--max-files-per-trigger",
-        type=_at_least_one,
+        type=AT_LEAST_ONE,
         metavar="N",
         help="landing files per micro-batch (default: about 384 MiB of files a batch)",
     )
@@ -312,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kafka.add_argument(
         "--max-offsets-per-trigger",
-        type=_at_least_one,
+        type=AT_LEAST_ONE,
         metavar="N",
         help="records per micro-batch (default: 1,000,000)",
     )
@@ -359,15 +320,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_pipeline_argument(changes)
     start = changes.add_mutually_exclusive_group(required=True)
-    start.add_argument("--from-version", type=_count, metavar="N", help="first table version")
+    start.add_argument("--from-version", type=COUNT, metavar="N", help="first table version")
     start.add_argument(
         "--from-timestamp", metavar="T", help="ISO-8601, for example 2026-11-20T10:00:00Z"
     )
     changes.add_argument(
-        "--to-version", type=_count, metavar="M", help="last table version (default: the latest)"
+        "--to-version", type=COUNT, metavar="M", help="last table version (default: the latest)"
     )
     changes.add_argument("--to-timestamp", metavar="T", help="ISO-8601 (default: now)")
-    changes.add_argument("--rows", type=_at_least_one, default=50, help="rows to print")
+    changes.add_argument("--rows", type=AT_LEAST_ONE, default=50, help="rows to print")
     add_output_argument(changes)
 
     show = sub.add_parser(
@@ -379,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--layer", choices=("bronze", "silver", "gold"), default="gold", help="which tables"
     )
-    show.add_argument("--rows", type=_at_least_one, default=20, help="rows per table")
+    show.add_argument("--rows", type=AT_LEAST_ONE, default=20, help="rows per table")
     add_pipeline_argument(show)
     add_output_argument(show)
 

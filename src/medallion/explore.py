@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from medallion.config import Config, TableRef
 from medallion.declarations import Table
 from medallion.tables import history as table_history
-from medallion.tables import table_exists
+from medallion.tables import read_table, table_exists
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 
@@ -148,6 +148,83 @@ def stream_progress(spark: SparkSession, config: Config) -> DataFrame | None:
             )
         )
     return reduce(DataFrame.unionByName, frames) if frames else None
+
+
+def stream_health(spark: SparkSession, config: Config) -> DataFrame | None:
+    """Each executed batch of each stream, from the progress table: when, rows in, rows per
+    second processed, and the batch's duration in seconds (None before any was recorded)."""
+    from medallion.streams.progress import read_progress
+
+    progress = read_progress(spark, config)
+    if progress is None:
+        return None
+    executed = progress.where(F.col("duration_ms").getItem("addBatch").isNotNull())
+    return executed.select(
+        F.col("query_name").alias("stream"),
+        "batch_id",
+        "timestamp",
+        F.col("num_input_rows").alias("rows"),
+        F.col("processed_rows_per_second").alias("rows_per_second"),
+        (F.col("duration_ms").getItem("triggerExecution") / 1000).alias("batch_seconds"),
+    ).orderBy("timestamp", "stream")
+
+
+def quarantine_reasons(spark: SparkSession, config: Config) -> DataFrame | None:
+    """How many records each quarantine holds by reason (the reason's text up to its first
+    colon, so values quoted after it do not split a reason); None without a quarantine."""
+    from medallion.pipelines import declared_table
+
+    frames = [
+        read_table(spark, table).select(
+            F.lit(table.key).alias("quarantine"),
+            F.split(F.col("reason"), ":").getItem(0).alias("reason"),
+        )
+        for table in config.tables()
+        if declared_table(table.key).quarantine and table_exists(spark, table)
+    ]
+    if not frames:
+        return None
+    union = reduce(DataFrame.unionByName, frames)
+    return union.groupBy("quarantine", "reason").count().orderBy(F.desc("count"), "reason")
+
+
+def plot_stream_health(spark: SparkSession, config: Config):
+    """Rows per second and batch seconds of every stream over time (matplotlib), or None."""
+    import matplotlib.pyplot as plt
+
+    health = stream_health(spark, config)
+    if health is None:
+        return None
+    frame = health.toPandas()
+    figure, (rate, duration) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    for stream, rows in frame.groupby("stream"):
+        rate.plot(rows["timestamp"], rows["rows_per_second"], marker=".", label=stream)
+        duration.plot(rows["timestamp"], rows["batch_seconds"], marker=".", label=stream)
+    rate.set_ylabel("rows/s processed")
+    duration.set_ylabel("batch seconds")
+    rate.legend(fontsize="small", ncol=2)
+    figure.suptitle("Stream health")
+    return figure
+
+
+def plot_quarantine_reasons(spark: SparkSession, config: Config):
+    """A horizontal bar per quarantine reason (matplotlib), or None without a quarantine."""
+    import matplotlib.pyplot as plt
+
+    reasons = quarantine_reasons(spark, config)
+    if reasons is None:
+        return None
+    frame = reasons.toPandas()
+    labels = [
+        f"{q.split('/')[-1]}: {r}"
+        for q, r in zip(frame["quarantine"], frame["reason"], strict=True)
+    ]
+    figure, axis = plt.subplots(figsize=(10, max(2, 0.3 * len(frame))))
+    axis.barh(labels[::-1], frame["count"][::-1])
+    axis.set_xlabel("records quarantined")
+    figure.suptitle("Quarantine reasons")
+    figure.tight_layout()
+    return figure
 
 
 def display_order(table: Table, columns: Sequence[str]) -> list[str]:

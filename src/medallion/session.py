@@ -33,6 +33,9 @@ KAFKA_MAVEN_PACKAGE = "medallion.local:spark-kafka-connector_2.13:4.2.0"
 _BUNDLED_GROUP = "medallion.local"
 BUNDLED_MAVEN_REPOSITORY = Path(__file__).resolve().parent / "maven"
 
+# The Maven packages a local session was started with (from the jar cache or resolved).
+PACKAGES_CONF = "spark.medallion.packages"
+
 # The JVM's logging: warnings to stderr, the noise of a laptop run raised to errors only.
 LOG4J2_CONFIGURATION = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
 
@@ -157,6 +160,7 @@ def local_conf(
     master = master or os.environ.get("MEDALLION_SPARK_MASTER", "local[*]")
     conf = {"spark.app.name": app_name, "spark.master": master}
     conf["spark.driver.memory"] = driver_memory()
+    conf[PACKAGES_CONF] = ",".join(resolved)  # what the session has, cached or resolved
     cached = cached_jars(resolved, repositories)
     if cached:
         conf["spark.jars"] = ",".join(cached)
@@ -218,9 +222,9 @@ def get_spark(
         return spark
     active = SparkSession.getActiveSession()
     if active is not None:
-        loaded = active.sparkContext.getConf().get("spark.jars.packages", "")
-        jars = active.sparkContext.getConf().get("spark.jars", "")
-        missing = [p for p in packages if p not in loaded and _artifact(p) not in jars]
+        started = active.sparkContext.getConf()
+        loaded = started.get(PACKAGES_CONF, "") or started.get("spark.jars.packages", "")
+        missing = [p for p in packages if p not in loaded.split(",")]
         if missing:
             log.warning("the running Spark session was started without %s", ", ".join(missing))
         return active
@@ -234,12 +238,6 @@ def get_spark(
         _cache_resolved_jars(spark, conf)
     quiet_spark_logs(spark)
     return spark
-
-
-def _artifact(package: str) -> str:
-    """The file-name stem of a Maven coordinate's jar: ``delta-spark_4.2_2.13-4.4.0``."""
-    parts = package.split(":")
-    return f"{parts[1]}-{parts[-1]}" if len(parts) >= 3 else package
 
 
 # What a first run downloads, to say so before it starts: Delta's jars with their dependencies

@@ -27,7 +27,7 @@ import pytest
 from bundle_support import ROOT, comparable_snapshot
 
 from medallion.config import Config
-from medallion.session import LOCAL_SPARK_CONF, local_packages
+from medallion.session import LOCAL_SPARK_CONF, local_conf, local_packages
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 MEDALLION = str(Path(sys.executable).with_name("medallion"))
@@ -38,6 +38,22 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _jars() -> tuple[str, str]:
+    """The server's jars: the jar cache's files when it has them, else Maven packages."""
+    conf = local_conf()
+    if "spark.jars" in conf:
+        return "--jars", conf["spark.jars"]
+    return "--packages", ",".join(local_packages())
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +72,7 @@ def connect_url(tmp_path_factory):
         str(spark_home / "bin" / "spark-submit"),
         *("--class", CONNECT_SERVER, "--name", "medallion-connect-test"),
         *("--master", "local[2]", "--driver-memory", "2g"),
-        *("--packages", ",".join(local_packages())),
+        *_jars(),
         *[arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")],
         "spark-internal",
     ]
@@ -70,7 +86,7 @@ def connect_url(tmp_path_factory):
         )
     try:
         deadline = time.monotonic() + 600
-        while b"Spark Connect server started" not in log_path.read_bytes():
+        while not _listening(port):  # its log shows warnings only (medallion's log4j2 file)
             if server.poll() is not None or time.monotonic() > deadline:
                 tail = log_path.read_text(errors="replace")[-3000:]
                 pytest.fail(f"the Spark Connect server did not start:\n{tail}")

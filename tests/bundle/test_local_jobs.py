@@ -68,7 +68,7 @@ def test_the_serverless_variant_and_maintenance_change_no_rows(spark, local_jobs
     assert "VACUUM END" in operations and "OPTIMIZE" in operations, operations
 
 
-def test_the_exploration_notebook_shows_history_time_travel_changes_progress_and_a_plot(
+def test_the_exploration_notebook_shows_history_time_travel_changes_progress_and_plots(
     local_jobs,
 ):
     result = local_jobs.runs["explore"]
@@ -81,7 +81,9 @@ def test_the_exploration_notebook_shows_history_time_travel_changes_progress_and
     assert "Change Data Feed of gold/hourly_product_metrics" in shown
     assert "update_postimage" in shown  # the second delivery updated gold's hours
     assert "bronze_events" in shown and "last_batch_id" in shown  # stream progress
-    assert any("image/png" in o.get("data", {}) for o in outputs)  # the plot
+    assert "silver/events_quarantine" in shown and "count" in shown  # quarantine reasons
+    # Stream health, quarantine reasons and gold metrics: three plots.
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 3
 
 
 def test_the_change_data_notebook_runs_the_flows_it_is_given(local_jobs):

@@ -13,17 +13,8 @@ import os
 import sys
 from dataclasses import asdict
 
+from medallion.argtypes import COUNT, HOURS, POSITIVE_MINUTES
 from medallion.config import Config, ConfigError
-
-
-def _hours(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("use a number of hours") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be zero or more")
-    return value
 
 
 def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +34,7 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
     )
     maintain.add_argument(
         "--vacuum-retention",
-        type=_hours,
+        type=HOURS,
         default=DEFAULT_RETENTION_HOURS,
         metavar="HOURS",
         help="keep files removed less than HOURS ago (unsafe values are refused)",
@@ -54,7 +45,7 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
     maintain.add_argument("--no-optimize", action="store_true", help="VACUUM only")
     maintain.add_argument(
         "--max-stream-downtime",
-        type=_hours,
+        type=HOURS,
         default=None,
         metavar="HOURS",
         help="the longest a stream may stay stopped (default: 72); the retention must exceed it",
@@ -73,13 +64,13 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
     )
     status.add_argument(
         "--max-lag",
-        type=_lag_bound,
+        type=COUNT,
         metavar="N",
         help="exit 1 when a stream has more than N landed files or source versions unread",
     )
     status.add_argument(
         "--max-age",
-        type=_minutes,
+        type=POSITIVE_MINUTES,
         metavar="MINUTES",
         help="exit 1 when a started stream's last batch with data is older than MINUTES",
     )
@@ -213,26 +204,6 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
 def print_json(data: object) -> None:
     """``data`` as indented JSON on stdout (dates and decimals as text)."""
     print(json.dumps(data, indent=2, default=str))
-
-
-def _minutes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("use a number of minutes") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be more than 0 minutes")
-    return value
-
-
-def _lag_bound(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("use a whole number of files or versions") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be zero or more")
-    return value
 
 
 def add_pipeline_argument(parser: argparse.ArgumentParser, default: str = "all") -> None:

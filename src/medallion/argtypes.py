@@ -1,0 +1,57 @@
+"""Argument types of the CLI's numeric flags: a bad value is exit 2 with a message, before any
+Spark starts, never a Spark error later."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def bounded(
+    kind: type[int] | type[float],
+    low: float,
+    *,
+    above: bool = False,
+    high: float | None = None,
+    unit: str = "",
+) -> Callable[[str], int | float]:
+    """A converter to ``kind`` that refuses values below ``low`` (at or below it with
+    ``above``) or above ``high``.
+
+    >>> bounded(int, 1)("3"), bounded(float, 0, above=True, unit="seconds")("0.5")
+    (3, 0.5)
+    """
+    suffix = f" {unit}" if unit else ""
+    if high is not None:
+        rule = f"must be from {low:g} to {high:g}{suffix}"
+    elif above:
+        rule = f"must be more than {low:g}{suffix}"
+    else:
+        rule = "must be zero or more" if low == 0 else f"must be {low:g} or more{suffix}"
+    noun = "a whole number" if kind is int else "a number"
+
+    def convert(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"use {noun}{' of ' + unit if unit else ''}") from None
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if (
+            not finite
+            or value < low
+            or (above and value == low)
+            or (high is not None and value > high)
+        ):
+            raise argparse.ArgumentTypeError(rule)
+        return value
+
+    return convert
+
+
+COUNT = bounded(int, 0)  # zero or more
+AT_LEAST_ONE = bounded(int, 1)
+SHARE = bounded(float, 0, high=1)  # a rate from 0 to 1
+POSITIVE_SECONDS = bounded(float, 0, above=True, unit="seconds")
+POSITIVE_MINUTES = bounded(float, 0, above=True, unit="minutes")
+HOURS = bounded(float, 0, unit="hours")
