@@ -42,10 +42,22 @@ APPEND_ONLY = MappingProxyType({**STREAMING_TABLE_PROPERTIES, "delta.appendOnly"
 
 
 @dataclass(frozen=True)
+class Maintenance:
+    """What ``medallion maintain`` does to a table: OPTIMIZE it, VACUUM it, and the least
+    VACUUM retention it takes in hours (None: the run's; a longer one wins over the run's)."""
+
+    optimize: bool = True
+    vacuum: bool = True
+    min_retention_hours: float | None = None
+
+
+@dataclass(frozen=True)
 class Table:
     """One Delta table: where it sits (``layer``/``name``), its schema (DDL), its table
-    properties, the columns OPTIMIZE Z-orders it by (empty: bin-packing only), and whether it
-    is a quarantine."""
+    properties, its layout (``partitioned_by`` columns, or liquid clustering by
+    ``clustered_by``), the columns OPTIMIZE Z-orders it by (empty: bin-packing only; a
+    clustered table is clustered instead), its maintenance policy, and whether it is a
+    quarantine."""
 
     layer: str
     name: str
@@ -59,11 +71,24 @@ class Table:
     # Its flow can carry input fields the contract does not name into it, as STRING columns,
     # when a deployment asks for them (Config.carried_columns, --carry-column).
     carries_input_fields: bool = False
+    partitioned_by: tuple[str, ...] = ()
+    clustered_by: tuple[str, ...] = ()
+    maintenance: Maintenance = field(default_factory=Maintenance)
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "table name")
         if self.layer not in LAYERS:
             raise ValueError(f"table {self.name!r}: unknown layer {self.layer!r}")
+        declared = set(self.columns)
+        for what in ("partitioned_by", "clustered_by", "zorder"):
+            unknown = [c for c in getattr(self, what) if c not in declared]
+            if unknown:
+                raise ValueError(f"table {self.key}: {what} names no column {unknown}")
+        if self.clustered_by and (self.partitioned_by or self.zorder):
+            raise ValueError(
+                f"table {self.key}: a clustered table is neither partitioned nor Z-ordered "
+                "(OPTIMIZE clusters it)"
+            )
 
     @property
     def key(self) -> str:

@@ -262,23 +262,42 @@ def append_rows(spark: SparkSession, table: TableRef, rows: list[dict], columns:
 
 
 def create_delta_table(
-    spark: SparkSession, table: TableRef, columns: str, properties: dict[str, str]
+    spark: SparkSession,
+    table: TableRef,
+    columns: str,
+    properties: dict[str, str],
+    partitioned_by: Sequence[str] = (),
+    clustered_by: Sequence[str] = (),
 ) -> None:
-    """``CREATE TABLE IF NOT EXISTS`` with these columns and properties; a folder left by a
-    creation that a crash cut short is discarded first. A path whose log has a commit is
+    """``CREATE TABLE IF NOT EXISTS`` with these columns, properties and layout; a folder left
+    by a creation that a crash cut short is discarded first. A path whose log has a commit is
     left alone without a Spark command (a new process pays seconds for each one)."""
     if table.path is not None and table_exists(spark, table):
         return
     discard_uncommitted_log(spark, table)
+    layout = ""
+    if partitioned_by:
+        layout = f" PARTITIONED BY ({', '.join(quote_identifier(c) for c in partitioned_by)})"
+    if clustered_by:
+        layout = f" CLUSTER BY ({', '.join(quote_identifier(c) for c in clustered_by)})"
     pairs = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
     clause = f" TBLPROPERTIES ({pairs})" if pairs else ""
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql_name} ({columns}) USING DELTA{clause}")
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {table.sql_name} ({columns}) USING DELTA{layout}{clause}"
+    )
 
 
 def create_table(spark: SparkSession, table: TableRef) -> None:
-    """Create one contract table, with its schema and properties, if it does not exist."""
+    """Create one declared table, with its schema, properties and layout, if it does not exist."""
     declared = declared_table(table.key)
-    create_delta_table(spark, table, declared.schema, dict(declared.properties))
+    create_delta_table(
+        spark,
+        table,
+        declared.schema,
+        dict(declared.properties),
+        declared.partitioned_by,
+        declared.clustered_by,
+    )
 
 
 # What each local session has registered: application id -> {qualified name: location}. The

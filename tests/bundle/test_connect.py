@@ -67,6 +67,8 @@ def connect_url(tmp_path_factory):
         "spark.connect.grpc.binding.port": str(port),
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
+        # Spark's own logging (INFO): the test reads which streams ran in the server.
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     }
     command = [
         str(spark_home / "bin" / "spark-submit"),
@@ -86,7 +88,7 @@ def connect_url(tmp_path_factory):
         )
     try:
         deadline = time.monotonic() + 600
-        while not _listening(port):  # its log shows warnings only (medallion's log4j2 file)
+        while not _listening(port):
             if server.poll() is not None or time.monotonic() > deadline:
                 tail = log_path.read_text(errors="replace")[-3000:]
                 pytest.fail(f"the Spark Connect server did not start:\n{tail}")

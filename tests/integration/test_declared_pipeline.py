@@ -112,10 +112,14 @@ def test_a_pipeline_declared_in_tests_runs_through_run_status_maintain_and_reset
     assert all(s["last_batch"] is not None for s in status["streams"])
     assert {t["table"] for t in status["tables"]} >= {"bronze/meter_readings", "gold/meter_latest"}
 
-    maintained = _in_process(
-        capsys, "maintain", "--lake", str(lake), "--pipeline", "meters", "--no-vacuum"
-    )
-    assert "gold/meter_latest" in maintained and "silver/events" not in maintained
+    # The declared layout and maintenance policy: gold clustered, bronze never vacuumed.
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{lake / 'gold' / 'meter_latest'}`").first()
+    assert list(detail["clusteringColumns"]) == ["meter_id"]
+    maintained = _in_process(capsys, "maintain", "--lake", str(lake), "--pipeline", "meters")
+    rows = {line.split()[0]: line for line in maintained.splitlines()[2:]}
+    assert "silver/events" not in rows
+    assert "clustered by meter_id" in rows["gold/meter_latest"]
+    assert "no VACUUM (its declaration)" in rows["bronze/meter_readings"]
 
     _in_process(
         capsys, "reset", "--lake", str(lake), "--layer", "gold", "--pipeline", "meters", "--yes"

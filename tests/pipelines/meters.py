@@ -16,6 +16,7 @@ from medallion.declarations import (
     KAFKA_METADATA,
     Flow,
     Landing,
+    Maintenance,
     Pipeline,
     Table,
 )
@@ -39,12 +40,14 @@ READINGS = Table(
     "meter_readings",
     f"meter_id STRING, reading STRING, read_at STRING, {INGEST_METADATA}, {KAFKA_METADATA}",
     APPEND_ONLY,
+    # Kept whole, as an audit trail: maintenance compacts it but never vacuums it.
+    maintenance=Maintenance(vacuum=False),
 )
 LATEST = Table(
     "gold",
     "meter_latest",
     "meter_id STRING NOT NULL, reading BIGINT NOT NULL, read_at TIMESTAMP NOT NULL",
-    zorder=("meter_id",),
+    clustered_by=("meter_id",),  # liquid clustering: OPTIMIZE clusters it
 )
 
 

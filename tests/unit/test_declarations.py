@@ -82,3 +82,15 @@ def test_the_readme_lineage_is_the_one_the_declarations_give():
     assert block == mermaid(pipelines())
     for flow in all_flows():
         assert f'|"{flow.name}' in block
+
+
+def test_a_tables_layout_names_its_own_columns_and_clustering_excludes_the_rest():
+    from medallion.declarations import Maintenance
+
+    schema = "day DATE NOT NULL, shop STRING, amount DECIMAL(28,4)"
+    table = Table("gold", "sales", schema, partitioned_by=("day",), zorder=("shop",))
+    assert (table.partitioned_by, table.maintenance) == (("day",), Maintenance())
+    with pytest.raises(ValueError, match="partitioned_by names no column"):
+        Table("gold", "sales", schema, partitioned_by=("month",))
+    with pytest.raises(ValueError, match="neither partitioned nor Z-ordered"):
+        Table("gold", "sales", schema, clustered_by=("shop",), zorder=("day",))

@@ -31,6 +31,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Config, ConfigError, TableRef
 from medallion.conflicts import is_write_conflict, retry_on_conflict
+from medallion.declarations import Maintenance
 from medallion.ops.lineage import stream_readers
 from medallion.pipelines import all_tables
 from medallion.streams import checkpoint_files as checkpoints
@@ -77,6 +78,8 @@ class TableMaintenance:
     files_before: int | None = None
     files_after: int | None = None
     zorder: tuple[str, ...] = ()
+    # Liquid clustering keys: OPTIMIZE clusters the table by them (no Z-order).
+    clustered_by: tuple[str, ...] = ()
     optimized: bool = False
     vacuumed_files: int | None = None
     notes: list[str] = field(default_factory=list)
@@ -86,6 +89,24 @@ def zorder_keys(key: str) -> tuple[str, ...]:
     """The columns a table is Z-ordered by: its declaration's (none for medallion's own)."""
     declared = all_tables().get(key)
     return declared.zorder if declared is not None else ()
+
+
+def clustering_keys(key: str) -> tuple[str, ...]:
+    """The liquid clustering keys of a declared table (none for medallion's own)."""
+    declared = all_tables().get(key)
+    return declared.clustered_by if declared is not None else ()
+
+
+def policy(key: str) -> Maintenance:
+    """The maintenance a table's declaration asks for (the default for medallion's own)."""
+    declared = all_tables().get(key)
+    return declared.maintenance if declared is not None else Maintenance()
+
+
+def retention_for(key: str, hours: float) -> float:
+    """The VACUUM retention of one table: the run's, or its declaration's least if longer."""
+    least = policy(key).min_retention_hours
+    return hours if least is None else max(hours, least)
 
 
 def maintained_tables(config: Config, only: Sequence[str] = ()) -> list[TableRef]:
@@ -214,7 +235,7 @@ def _check_checkpoints_outside(config: Config, tables: Sequence[TableRef]) -> No
 def optimize(spark: SparkSession, table: TableRef, attempts: int = 4) -> TableMaintenance:
     """Compact one table (Z-ordered on its keys); skipped when it has fewer than two files."""
     keys = zorder_keys(table.key)
-    result = TableMaintenance(table.key, zorder=keys)
+    result = TableMaintenance(table.key, zorder=keys, clustered_by=clustering_keys(table.key))
     result.files_before = int(_detail(spark, table)["numFiles"])
     if result.files_before < 2:
         result.notes.append("nothing to compact")
@@ -286,19 +307,29 @@ def maintain(
     runs, so a refused VACUUM changes nothing.
     """
     refs = [t for t in maintained_tables(config, tables) if table_exists(spark, t)]
+    vacuumed = [t for t in refs if policy(t.key).vacuum and vacuum_retention_hours is not None]
     if vacuum_retention_hours is not None:
-        _check_checkpoints_outside(config, refs)
-        for table in refs:
-            check_vacuum_retention(spark, config, table, vacuum_retention_hours)
+        _check_checkpoints_outside(config, vacuumed)
+        for table in vacuumed:
+            hours = retention_for(table.key, vacuum_retention_hours)
+            check_vacuum_retention(spark, config, table, hours)
     results = []
     for table in refs:
-        if run_optimize:
+        if run_optimize and policy(table.key).optimize:
             result = optimize(spark, table)
         else:
             count = int(_detail(spark, table)["numFiles"])
-            result = TableMaintenance(table.key, count, count, zorder_keys(table.key))
-        if vacuum_retention_hours is not None:
-            result.vacuumed_files = vacuum(spark, table, vacuum_retention_hours)
+            result = TableMaintenance(
+                table.key, count, count, zorder_keys(table.key), clustering_keys(table.key)
+            )
+            if run_optimize:
+                result.notes.append("no OPTIMIZE (its declaration)")
+        if table in vacuumed:
+            assert vacuum_retention_hours is not None
+            hours = retention_for(table.key, vacuum_retention_hours)
+            result.vacuumed_files = vacuum(spark, table, hours)
+        elif vacuum_retention_hours is not None:
+            result.notes.append("no VACUUM (its declaration)")
         results.append(result)
     return results
 
@@ -311,7 +342,9 @@ def render(results: Sequence[TableMaintenance]) -> str:
     lines = [header, "-" * len(header)]
     for r in results:
         vacuumed = "-" if r.vacuumed_files is None else str(r.vacuumed_files)
-        notes = ", ".join([", ".join(r.zorder) or "(bin-packing)", *r.notes])
+        clustered = f"clustered by {', '.join(r.clustered_by)}" if r.clustered_by else ""
+        layout = ", ".join(r.zorder) or clustered or "(bin-packing)"
+        notes = ", ".join([layout, *r.notes])
         lines.append(
             f"{r.table:<32}{r.files_before!s:>13}{r.files_after!s:>12}{vacuumed:>10}  {notes}"
         )
