@@ -594,11 +594,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if isinstance(error, PipelineError)
             else f"{type(error).__name__}: {error_summary(error)}"
         )
-        print(f"medallion {args.command}: failed: {message}", file=sys.stderr)
         from medallion.session import jvm_log
 
-        if jvm_log() is not None:
-            print(f"medallion {args.command}: the JVM's log: {jvm_log()}", file=sys.stderr)
+        where = f" (the JVM's log: {jvm_log()})" if jvm_log() is not None else ""
+        print(f"medallion {args.command}: failed: {message}{where}", file=sys.stderr)
         return 1
 
 

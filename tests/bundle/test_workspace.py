@@ -31,7 +31,7 @@ def test_generate_to_a_volume_uploads_the_same_files_through_the_files_api(
     workspace, tmp_path, capsys
 ):
     landing = "/Volumes/main/medallion/landing"
-    args = ["--events", "50", "--customers", "5", "--files", "2", "--seed", "9"]
+    args = ["--records", "50", "--customers", "5", "--files", "2", "--seed", "9"]
     assert main(["generate", "--landing", landing, *args]) == 0
     assert "events: 3 files in /Volumes/main/medallion/landing/events" in capsys.readouterr().out
 

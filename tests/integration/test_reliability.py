@@ -35,7 +35,9 @@ from medallion.streams.fusion import is_member
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 
-KILLS = int(os.environ.get("RELIABILITY_KILLS", "12"))
+# By default each early moment, pause point and mid-batch target once (10 kills); more kills
+# add random moments between them.
+KILLS = int(os.environ.get("RELIABILITY_KILLS", "10"))
 EVENTS = int(os.environ.get("RELIABILITY_EVENTS", "3000"))
 SEED = int(os.environ.get("RELIABILITY_SEED", "2026"))
 

@@ -61,10 +61,11 @@ def test_a_session_loads_cached_jars_and_resolves_only_what_is_not_cached(tmp_pa
     assert resolving["spark.jars.packages"].startswith("io.delta:delta-spark")
     assert "spark.jars" not in resolving
     packages = resolving["spark.jars.packages"].split(",")
-    store_jars(packages, [], _resolved(tmp_path, "delta-spark.jar"))
+    repositories = [r for r in resolving.get("spark.jars.repositories", "").split(",") if r]
+    store_jars(packages, repositories, _resolved(tmp_path, "delta-spark.jar"))
 
     cached = local_conf(packages=())
     assert "spark.jars.packages" not in cached
-    assert cached["spark.jars"] == str(cache_folder(packages) / "delta-spark.jar")
+    assert cached["spark.jars"] == str(cache_folder(packages, repositories) / "delta-spark.jar")
     # The JVM's logging configuration applies from its start.
     assert "-Dlog4j2.configurationFile=file:" in cached["spark.driver.extraJavaOptions"]
