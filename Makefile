@@ -10,16 +10,16 @@ DEMO   ?= build/demo
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
-	touch $(STAMP)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -e ".[test]"
+	@touch $(STAMP)
 
 demo: setup
-	rm -rf $(DEMO)
-	$(BIN)/medallion generate --landing $(DEMO)/landing --records 5000 --files 8 --seed 7
-	$(BIN)/medallion run --landing $(DEMO)/landing --lake $(DEMO)/lake
-	$(BIN)/medallion show --lake $(DEMO)/lake --layer gold
+	@rm -rf $(DEMO)
+	@$(BIN)/medallion generate --landing $(DEMO)/landing --records 5000 --files 8 --seed 7
+	@$(BIN)/medallion run --landing $(DEMO)/landing --lake $(DEMO)/lake
+	@$(BIN)/medallion show --lake $(DEMO)/lake --layer gold
 
 # The same pipeline fed from Kafka: a local broker (jars from Maven Central; needs java and mvn),
 # generated events and customer changes produced to topics, a run, gold printed, broker stopped.
