@@ -21,7 +21,13 @@ from medallion.config import (
     parse_settings,
 )
 from medallion.console import step
-from medallion.ops.cli import add_output_argument, add_pipeline_argument, print_json
+from medallion.ops.cli import (
+    add_output_argument,
+    add_pipeline_argument,
+    lake_config,
+    print_json,
+)
+from medallion.task_params import TOPIC_SUFFIX
 
 log = logging.getLogger("medallion")
 
@@ -144,7 +150,7 @@ def topic_arguments(args: argparse.Namespace) -> dict[str, str]:
     """The topics ``--<dataset>-topic`` names, by dataset."""
     from medallion.pipelines import all_datasets
 
-    return {dataset: getattr(args, f"{dataset}_topic") for dataset in all_datasets()}
+    return {dataset: getattr(args, f"{dataset}{TOPIC_SUFFIX}") for dataset in all_datasets()}
 
 
 DESCRIPTION = "medallion: a streaming lakehouse on Delta Lake (bronze, silver and gold)."
@@ -256,12 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--source", choices=("files", "kafka"), default="files", help="bronze's input")
     kafka = run.add_argument_group("Kafka source", "credentials: see docs/kafka.md")
     kafka.add_argument("--kafka-bootstrap", metavar="HOST:PORT[,...]", help="bootstrap servers")
-    from medallion.pipelines import all_datasets
-
     for dataset in all_datasets():  # --events-topic, --transactions-topic, ...
         kafka.add_argument(
             f"--{dataset.replace('_', '-')}-topic",
-            dest=f"{dataset}_topic",
+            dest=f"{dataset}{TOPIC_SUFFIX}",
             default=dataset,
             metavar="TOPIC",
             help=f"topic of the {dataset.replace('_', ' ')}",
@@ -482,8 +486,7 @@ def _cmd_changes(args: argparse.Namespace) -> int:
     from medallion.changes import read_changes
     from medallion.session import get_spark
 
-    lake = os.path.abspath(args.lake)
-    config = Config(landing=lake, lake=lake, pipelines=tuple(args.pipeline))
+    config = lake_config(args)
     feeds = [t.key for p in config.declared_pipelines() for t in p.tables if t.change_data_feed]
     spark = get_spark()
     changes = read_changes(
@@ -526,11 +529,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from medallion.session import get_spark
     from medallion.tables import read_table, table_exists
 
-    lake = os.path.abspath(args.lake)
-    config = Config(landing=lake, lake=lake, pipelines=tuple(args.pipeline))
-    config.declared_pipelines()
-    if not os.path.isdir(config.lake):
-        raise ConfigError(f"no lake at {config.lake}")
+    config = lake_config(args)
     spark = get_spark()
     shown = []
     for table in config.tables():

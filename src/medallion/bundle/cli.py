@@ -12,7 +12,7 @@ from pathlib import Path
 
 from medallion.bundle.local_run import JobFailed, run_job_locally
 from medallion.bundle.resolve import LOCAL_TARGET, Bundle, BundleError
-from medallion.ops.cli import add_output_argument, print_json
+from medallion.ops.cli import LAKE_VARIABLE, LANDING_VARIABLE, add_output_argument, print_json
 
 
 def _pairs(values: Sequence[str] | None, what: str) -> dict[str, str]:
@@ -45,12 +45,12 @@ def add_job_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--param", action="append", metavar="NAME=VALUE", help="set a job parameter")
     run.add_argument(
         "--landing",
-        default=os.environ.get("MEDALLION_LANDING") or None,
+        default=os.environ.get(LANDING_VARIABLE) or None,
         help="local runs: the landing folder, var landing ($MEDALLION_LANDING)",
     )
     run.add_argument(
         "--lake",
-        default=os.environ.get("MEDALLION_LAKE") or None,
+        default=os.environ.get(LAKE_VARIABLE) or None,
         help="local runs: the lake folder, var lake ($MEDALLION_LAKE)",
     )
     run.add_argument("--output", help="local runs: folder for the executed notebooks")

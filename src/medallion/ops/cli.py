@@ -145,9 +145,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
     from medallion.session import get_spark
     from medallion.tables import register_tables, table_exists
 
-    config = _lake_config(args)
-    if not os.path.isdir(config.lake):
-        raise ConfigError(f"no lake at {config.lake}")
+    config = lake_config(args)
     spark = get_spark()
     register_tables(spark, config)
     names = [t.qualified_name.replace("`", "") for t in config.tables() if table_exists(spark, t)]
@@ -218,12 +216,16 @@ def add_pipeline_argument(parser: argparse.ArgumentParser, default: str = "all")
     )
 
 
-def _lake_config(args: argparse.Namespace, **changes: object) -> Config:
+def lake_config(args: argparse.Namespace, **changes: object) -> Config:
+    """The Config of a command's ``--lake`` (and ``--landing``, ``--pipeline``), for a lake that
+    exists; :class:`ConfigError` before Spark starts for a missing lake or an unknown pipeline."""
     lake = os.path.abspath(args.lake)
     landing = os.path.abspath(getattr(args, "landing", None) or lake)
     pipelines = tuple(getattr(args, "pipeline", None) or ())
     config = Config(landing=landing, lake=lake, pipelines=pipelines, **changes)  # type: ignore[arg-type]
-    config.declared_pipelines()  # an unknown name is an error before Spark starts
+    config.declared_pipelines()
+    if not os.path.isdir(config.lake):
+        raise ConfigError(f"no lake at {config.lake}")
     return config
 
 
@@ -234,9 +236,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     changes = {}
     if args.max_stream_downtime is not None:
         changes["max_stream_downtime_hours"] = args.max_stream_downtime
-    config = _lake_config(args, **changes)
-    if not os.path.isdir(config.lake):
-        raise ConfigError(f"no lake at {config.lake}")
+    config = lake_config(args, **changes)
     results = maintain(
         get_spark(),
         config,
@@ -256,9 +256,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from medallion.session import get_spark
     from medallion.tables import in_lake
 
-    config = _lake_config(args)
-    if not os.path.isdir(config.lake):
-        raise ConfigError(f"no lake at {config.lake}")
+    config = lake_config(args)
     landing = os.path.abspath(args.landing) if args.landing else None
     spark = get_spark()
     status = lake_status(spark, in_lake(spark, config), landing)
@@ -277,9 +275,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
     from medallion.session import get_spark
     from medallion.tables import in_lake
 
-    config = _lake_config(args)
-    if not os.path.isdir(config.lake):
-        raise ConfigError(f"no lake at {config.lake}")
+    config = lake_config(args)
     spark = get_spark()
     plan = plan_reset(in_lake(spark, config), args.layer, args.table)
     print(f"medallion reset will delete, in {config.lake}:\n{plan.describe()}")
