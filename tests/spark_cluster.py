@@ -80,6 +80,7 @@ class SparkStandaloneCluster:
             SPARK_PID_DIR=str(self.workdir / "pids"),
             # The daemons only schedule: their own heap stays small (executors get --memory).
             SPARK_DAEMON_MEMORY="256m",
+            SPARK_DAEMON_JAVA_OPTS=os.environ.get("MEDALLION_JAVA_OPTIONS", ""),
             # No REST submission server: it would listen on the fixed port 6066.
             SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
         )

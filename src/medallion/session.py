@@ -135,6 +135,15 @@ def driver_memory() -> str:
     return os.environ.get("MEDALLION_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)
 
 
+def java_options() -> str:
+    """More options for the local JVMs, from ``MEDALLION_JAVA_OPTIONS`` (empty by default).
+
+    Short-lived sessions on small data start faster with ``-XX:TieredStopAtLevel=1
+    -XX:+UseSerialGC`` (the test suite sets these); long runs are faster without them.
+    """
+    return os.environ.get("MEDALLION_JAVA_OPTIONS", "").strip()
+
+
 def _repositories(packages: Sequence[str]) -> list[str]:
     """Maven repositories beyond Central: medallion's own POMs, when a package is one."""
     bundled = any(p.startswith(f"{_BUNDLED_GROUP}:") for p in packages)
@@ -172,7 +181,11 @@ def local_conf(
         # Everything runs in this one JVM: keep the driver's ports on the loopback interface.
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.host"] = "127.0.0.1"
-    return {**conf, **LOCAL_SPARK_CONF, **(extra or {})}
+    conf = {**conf, **LOCAL_SPARK_CONF}
+    if java_options():
+        for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+            conf[key] = f"{conf[key]} {java_options()}"
+    return {**conf, **(extra or {})}
 
 
 def local_builder(

@@ -27,7 +27,7 @@ import pytest
 from bundle_support import ROOT, comparable_snapshot
 
 from medallion.config import Config
-from medallion.session import LOCAL_SPARK_CONF, local_conf, local_packages
+from medallion.session import LOCAL_SPARK_CONF, java_options, local_conf, local_packages
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 MEDALLION = str(Path(sys.executable).with_name("medallion"))
@@ -68,7 +68,7 @@ def connect_url(tmp_path_factory):
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         # Spark's own logging (INFO): the test reads which streams ran in the server.
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC {java_options()}",
     }
     command = [
         str(spark_home / "bin" / "spark-submit"),
