@@ -6,6 +6,17 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= build/demo
 
 .PHONY: setup demo kafka-demo test lint format clean bench
+.DEFAULT_GOAL := setup
+
+# Debian's chromium and chromedriver, for the dashboard's browser test
+# (tests/integration/test_dashboard.py); apt needs root, or sudo.
+BROWSER := /usr/bin/chromedriver
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+$(BROWSER):
+	@echo "installing Debian's chromium and chromium-driver (the dashboard's browser test)"
+	@$(SUDO) apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+	  ($(SUDO) apt-get update -q >/dev/null && \
+	   $(SUDO) apt-get install -y -q chromium chromium-driver >/dev/null)
 
 setup: $(STAMP)
 
@@ -26,7 +37,7 @@ demo: setup
 kafka-demo: setup
 	$(BIN)/python tests/kafka_broker.py demo --workdir build/kafka-demo --events 5000
 
-test: setup
+test: setup $(BROWSER)
 	$(BIN)/python -m pytest
 
 # medallion against its peers (benchmarks/bench.py): results in benchmarks/results/.

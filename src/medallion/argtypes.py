@@ -55,3 +55,4 @@ SHARE = bounded(float, 0, high=1)  # a rate from 0 to 1
 POSITIVE_SECONDS = bounded(float, 0, above=True, unit="seconds")
 POSITIVE_MINUTES = bounded(float, 0, above=True, unit="minutes")
 HOURS = bounded(float, 0, unit="hours")
+PORT = bounded(int, 1, high=65535)

@@ -9,9 +9,12 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
+from medallion import console
 from medallion.argtypes import AT_LEAST_ONE, COUNT, POSITIVE_SECONDS, SHARE
 from medallion.config import (
     Config,
@@ -20,7 +23,7 @@ from medallion.config import (
     KafkaSourceOptions,
     parse_settings,
 )
-from medallion.console import step
+from medallion.console import plural, step
 from medallion.ops.cli import (
     add_output_argument,
     add_pipeline_argument,
@@ -29,12 +32,15 @@ from medallion.ops.cli import (
 )
 from medallion.task_params import TOPIC_SUFFIX
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from medallion.streams.runner import Watcher
+
 log = logging.getLogger("medallion")
 
 
 def _configure_logging(verbose: bool) -> None:
-    from medallion import console
-
     console.configure(verbose)
     if verbose:  # the JVM's output on the console too, not only in its log file
         os.environ["MEDALLION_VERBOSE"] = "1"
@@ -240,6 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_landing_argument(run, help="folder where input files land (with --source files)")
     add_lake_argument(run)
     run.add_argument("--stream", action="store_true", help="keep running until SIGINT/SIGTERM")
+    run.add_argument(
+        "--no-live",
+        action="store_true",
+        help="with --stream on a terminal: print lines instead of the live table of streams",
+    )
     run.add_argument(
         "--interval",
         type=POSITIVE_SECONDS,
@@ -470,7 +481,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.stream:
         _install_stop_handlers(stop)  # pyspark installs its own SIGINT handler with the context
         # The process ends with the run: the session catalog's names would serve nobody.
-        report = run_streaming(spark, config, stop, register_names=False)
+        with _live_table(args, spark, config) as watch:
+            report = run_streaming(spark, config, stop, register_names=False, watch=watch)
     else:
         interrupt = threading.Event()
         _install_interrupt_handler(interrupt)
@@ -478,8 +490,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(asdict(report))
     else:
-        print(report.render())
+        console.show(report.render())
     return 0
+
+
+@contextmanager
+def _live_table(
+    args: argparse.Namespace, spark: SparkSession, config: Config
+) -> Iterator[Watcher | None]:
+    """The live table of streams while a ``--stream`` run lasts, on a terminal only."""
+    if args.no_live or args.verbose or not sys.stderr.isatty():
+        yield None
+        return
+    from medallion.ops.status import backlog
+    from medallion.streams.live import LiveStreams
+
+    with LiveStreams(lambda flow: backlog(spark, config, flow)) as live:
+        yield live.update
 
 
 def _cmd_changes(args: argparse.Namespace) -> int:
@@ -505,7 +532,7 @@ def _cmd_changes(args: argparse.Namespace) -> int:
         print_json({"changes": count, "rows": rows})
         return 0
     print(f"{count} changes")
-    ordered.show(args.rows, truncate=False)
+    console.show(console.rows_table(ordered.columns, ordered.limit(args.rows).collect()))
     return 0
 
 
@@ -541,8 +568,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
             rows = [row.asDict(recursive=True) for row in ordered.limit(args.rows).collect()]
             shown.append({"table": table.key, "rows": df.count(), "first_rows": rows})
             continue
-        print(f"\n== {table.key} ({df.count()} rows)")
-        ordered.show(args.rows, truncate=False)
+        print(f"\n== {table.key} ({plural(df.count(), 'row')})")
+        console.show(console.rows_table(ordered.columns, ordered.limit(args.rows).collect()))
     if args.output == "json":
         print_json(shown)
     return 0
@@ -575,13 +602,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C: the runner has stopped its queries on the way out; each stream resumes from
         # its checkpoint, its batch in flight replayed.
-        print(
-            f"medallion {args.command}: interrupted; a rerun resumes from the checkpoints",
-            file=sys.stderr,
+        console.error(
+            f"medallion {args.command}: interrupted; a rerun resumes from the checkpoints"
         )
         return 130
     except (ConfigError, OSError) as error:
-        print(f"medallion {args.command}: error: {error}", file=sys.stderr)
+        console.error(f"medallion {args.command}: error: {error}")
         return 2
     except Exception as error:  # noqa: BLE001 - the top level turns any failure into a message
         from medallion.streams.runner import PipelineError, error_summary
@@ -596,7 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from medallion.session import jvm_log
 
         where = f" (the JVM's log: {jvm_log()})" if jvm_log() is not None else ""
-        print(f"medallion {args.command}: failed: {message}{where}", file=sys.stderr)
+        console.error(f"medallion {args.command}: failed: {message}{where}")
         return 1
 
 

@@ -5,7 +5,7 @@ few calls into this module::
 
     params = notebook_params(globals())          # medallion.task_params: widgets or variables
     report = run_task(params, layer="silver")    # the declared flows of layer silver
-    print(report.render())
+    print(report)
 
 Parameters are text, as widgets and job parameters are (medallion/task_params.py).
 ``trigger=available_now`` drains what has landed and returns;
@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from medallion.config import (
     ConfigError,
     quote_identifier,
 )
+from medallion.console import plain
 from medallion.declarations import landing_datasets
 from medallion.session import is_connect_session
 from medallion.streams.flows import Flow, all_flows, fusion_head
@@ -208,7 +210,7 @@ def maintain(spark: SparkSession, config: Config, vacuum_retention_hours: float 
 
     prepare_storage(spark, config)
     results = maintain_tables(spark, config, vacuum_retention_hours=vacuum_retention_hours)
-    return render(results).splitlines()
+    return plain(render(results)).splitlines()
 
 
 def maintain_task(params: TaskParams, vacuum_retention_hours: str = "168") -> list[str]:
@@ -220,3 +222,32 @@ def maintain_task(params: TaskParams, vacuum_retention_hours: str = "168") -> li
     except ValueError:
         raise ConfigError(f"invalid VACUUM retention {vacuum_retention_hours!r}") from None
     return maintain(get_spark(), params.config(), hours)
+
+
+def task_arguments(argv: Sequence[str]) -> dict[str, str]:
+    """A wheel task's named parameters (``--name=value``, as Databricks passes them) as a dict.
+
+    >>> task_arguments(["--layer=silver", "--pipeline=retail", "--flows="])
+    {'layer': 'silver', 'pipeline': 'retail', 'flows': ''}
+    """
+    values = {}
+    for argument in argv:
+        name, equals, value = argument.removeprefix("--").partition("=")
+        if not argument.startswith("--") or not equals or not name:
+            raise ConfigError(f"a task's arguments are --name=value, not {argument!r}")
+        values[name] = value
+    return values
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``medallion-task`` entry point of the wheel: one layer of a job, as a Python wheel
+    task runs it (serverless compute, resources/medallion_pipeline_serverless.job.yml).
+
+    ``--layer=bronze|silver|gold`` picks the layer; every other ``--name=value`` is a task
+    parameter (medallion.task_params.TaskParams), the job's parameters pushed down to it.
+    """
+    values = task_arguments(sys.argv[1:] if argv is None else argv)
+    layer = values.pop("layer", "") or None
+    report = run_task(TaskParams.from_mapping(values), layer)
+    print(report)
+    return 0

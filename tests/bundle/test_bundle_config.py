@@ -69,11 +69,26 @@ def test_every_notebook_a_task_names_exists_and_every_dependency_resolves(bundle
             assert sorted(order) == sorted(t.key for t in job.tasks), job.key
             assert len(set(order)) == len(order), f"{job.key}: duplicate task keys"
             for task in job.tasks:
+                if task.kind == "python_wheel_task":
+                    _assert_runs_the_wheel(job, task)
+                    continue
                 assert task.kind == "notebook_task", f"{job.key}.{task.key}"
                 assert task.notebook.is_file(), f"{job.key}.{task.key}: {task.notebook}"
                 for library in task.spec.get("libraries", []):
                     # The wheel exists after the artifact build: it must be that build's output.
                     assert library == {"whl": "../dist/*.whl"}, library
+
+
+def _assert_runs_the_wheel(job, task) -> None:
+    """A wheel task calls an entry point of this package's wheel, which its environment (the
+    job's, by key) installs from the artifact build's output."""
+    import tomllib
+
+    wheel = task.spec["python_wheel_task"]
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert wheel["package_name"] == "medallion" and wheel["entry_point"] in scripts
+    environments = {e["environment_key"]: e["spec"] for e in job.spec["environments"]}
+    assert environments[task.spec["environment_key"]]["dependencies"] == ["../dist/*.whl"]
 
 
 def test_the_wheel_artifact_is_built_with_standard_tooling(bundle):
@@ -143,13 +158,21 @@ def test_the_jobs_have_the_documented_shape(bundle):
     cluster = pipeline.spec["job_clusters"][0]["new_cluster"]
     assert {"spark_version", "node_type_id", "autoscale"} <= set(cluster)
     assert all(t.job_cluster_key == "pipeline_cluster" for t in pipeline.tasks)
-    # The serverless variant: the same tasks, no compute of its own, no schedule.
-    same = [(t.key, t.depends_on, t.notebook, t.base_parameters) for t in pipeline.tasks]
-    assert [(t.key, t.depends_on, t.notebook, t.base_parameters) for t in serverless.tasks] == same
+    # The serverless variant: the same layers as wheel tasks in the wheel's environment, no
+    # compute of its own, and file arrival in the landing volume instead of a schedule.
+    layers = [(t.key, t.depends_on, t.notebook.stem) for t in pipeline.tasks]
+    wheel = [(t.key, t.depends_on, t.base_parameters["layer"]) for t in serverless.tasks]
+    assert wheel == layers
+    assert {t.entry_point for t in serverless.tasks} == {"medallion-task"}
     compute = {"job_cluster_key", "new_cluster", "existing_cluster_id", "libraries"}
     assert all(not compute & set(t.spec) for t in serverless.tasks)
     assert "job_clusters" not in serverless.spec and "schedule" not in serverless.spec
     assert serverless.parameters == pipeline.parameters
+    arrival = serverless.spec["trigger"]
+    assert arrival["file_arrival"]["url"] == serverless.parameters["landing"] + "/"
+    assert arrival["file_arrival"]["min_time_between_triggers_seconds"] >= 60
+    assert arrival["file_arrival"]["wait_after_last_change_seconds"] >= 60
+    assert arrival["pause_status"] == "PAUSED"  # the cron schedule is the default
     # The continuous job: processing-time triggers, no depends_on, no retry policy.
     stream = jobs["medallion_stream"]
     assert stream.continuous and stream.parameters["trigger"] == "processing_time"
@@ -194,9 +217,9 @@ def test_every_flow_runs_in_exactly_one_task(bundle, job_key):
         params = task_parameters(job, task, {})
         (pipeline,) = pipelines([params["pipeline"]])
         names = [n for n in params.get("flows", "").split(",") if n]
-        layer = LAYER_NOTEBOOKS.get(task.notebook.name)
+        layer = params.get("layer") or LAYER_NOTEBOOKS.get(task.notebook.name)
         if not names:
-            assert layer is not None, f"{job_key}.{task.key}: {task.notebook.name} needs flows"
+            assert layer is not None, f"{job_key}.{task.key}: {task.notebook} needs flows"
         selected = select_flows(layer, names, pipeline.flows)  # raises for unknown flows
         ran.update(name for f in selected for name in (f.name, *f.fuses))
     assert {f.name for f in pipeline.flows} - set(ran) == set(), f"flows no task of {job_key} runs"
@@ -221,7 +244,8 @@ def test_jobs_load_into_the_typed_models_of_databricks_bundles(bundle):
 def test_job_list_prints_one_line_per_job_key_first_then_its_tasks(capsys):
     assert main(["job", "--bundle", str(ROOT), "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = {line.split()[0]: line.split()[1:] for line in lines}
+    assert lines[0].split() == ["job", "tasks,", "in", "order"] and set(lines[1]) == {"-"}
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
     layers = ["bronze", "silver", "gold"]
     pipeline_jobs = {k: layers for keys in PIPELINE_JOBS.values() for k in keys}
     assert rows == {"medallion_maintenance": ["maintain"], **pipeline_jobs}

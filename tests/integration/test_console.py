@@ -71,7 +71,7 @@ def test_a_run_prints_a_download_line_once_a_line_per_stream_and_the_summary(
     capsys.readouterr()
     assert main(["show", "--lake", str(lake), "--pipeline", "iot", "--output", "json"]) == 0
     shown = {t["table"]: t for t in json.loads(capsys.readouterr().out)}
-    summary = {line.split()[0]: int(line.split()[-1]) for line in table[2:]}
+    summary = {line.split()[0]: int(line.split()[-1].replace(",", "")) for line in table[2:]}
     assert {key: t["rows"] for key, t in shown.items()} == {
         key: rows for key, rows in summary.items() if key.startswith("gold/")
     }

@@ -11,6 +11,7 @@ from lake_checks import assert_change_feed_audited, assert_lake_matches, lake_sn
 from oracle import expected_from
 
 from medallion.config import Config, DeltaSourceOptions
+from medallion.console import plain
 from medallion.generate import write_file_atomically
 from medallion.ops.maintain import VacuumRefused, files_on_disk, maintain
 from medallion.ops.reset import execute_reset, plan_reset
@@ -74,7 +75,7 @@ def test_progress_is_recorded_status_shows_lag_and_a_reset_layer_is_rebuilt_equa
     status = lake_status(spark, config, str(landing))
     assert _streams(status)["bronze_events"]["lag"]["pending_files"] == 0
     assert _streams(status)["gold_daily_revenue_by_country"]["lag"]["versions_behind"] == 1
-    text = render_status(status)
+    text = plain(render_status(status))
     assert "1 versions of silver/events unread" in text
     assert "carried by bronze_events" in text
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import threading
@@ -11,9 +12,13 @@ import pytest
 from lake_checks import assert_lake_matches
 from oracle import expected_from
 from processes import committed_batches, wait_until
+from rich.console import Console
 
+from medallion.console import plain
 from medallion.generate import write_file_atomically
+from medallion.ops.status import backlog
 from medallion.streams.flows import flow
+from medallion.streams.live import LiveStreams, render
 from medallion.streams.runner import PipelineError, run_available_now, run_streaming
 from medallion.tables import read_table
 
@@ -30,13 +35,13 @@ def _event(n: int, **extra: object) -> str:
     return json.dumps(record)
 
 
-def _stream(spark, config, flows):
+def _stream(spark, config, flows, watch=None):
     """Run ``flows`` with processing-time triggers in a thread; returns (stop, thread, outcome)."""
     stop, outcome = threading.Event(), {}
 
     def target() -> None:
         try:
-            outcome["report"] = run_streaming(spark, config, stop, flows)
+            outcome["report"] = run_streaming(spark, config, stop, flows, watch=watch)
         except BaseException as error:  # noqa: BLE001 - handed to the test
             outcome["error"] = error
 
@@ -61,13 +66,37 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
 
     # 1. A running stream takes a file with a new field: no restart, nothing lost; the field
     #    stays in bronze's raw line.
+    #    Meanwhile the live table of a terminal (--stream) shows each stream's batches and
+    #    backlog: the landed files its checkpoint has not taken, or the versions of its source
+    #    not read (both nothing once it caught up; step 3 sees both grow).
     bronze_checkpoint = lake / "_checkpoints" / "bronze_events"
-    running = _stream(spark, config, streams)
-    write_file_atomically(events, "a.json", [_event(1), _event(2)])
-    assert wait_until(lambda: committed_batches(bronze_checkpoint) >= 1, timeout=300)
-    write_file_atomically(events, "b.json", [_event(3, coupon="SAVE10"), _event(4, coupon=7)])
-    assert wait_until(lambda: committed_batches(bronze_checkpoint) >= 2, timeout=300)
-    _finish(*running)
+    screen = Console(file=io.StringIO(), force_terminal=True, width=160)
+    with LiveStreams(lambda f: backlog(spark, config, f), screen, 0, 0) as live:
+        running = _stream(spark, config, streams, watch=live.update)
+        write_file_atomically(events, "a.json", [_event(1), _event(2)])
+        assert wait_until(lambda: committed_batches(bronze_checkpoint) >= 1, timeout=300)
+        write_file_atomically(events, "b.json", [_event(3, coupon="SAVE10"), _event(4, coupon=7)])
+        assert wait_until(lambda: committed_batches(bronze_checkpoint) >= 2, timeout=300)
+        revenue_checkpoint = lake / "_checkpoints" / "gold_daily_revenue_by_country"
+        assert wait_until(lambda: committed_batches(revenue_checkpoint) >= 1, timeout=300)
+        _finish(*running)
+    rows = {row.stream: row for row in live.rows.values()}
+    assert rows["bronze_events"].batches == 2 and rows["bronze_events"].backlog == "0 files"
+    assert rows["gold_daily_revenue_by_country"].batches >= 1
+    assert rows["gold_daily_revenue_by_country"].backlog == "0 versions"
+    drawn = plain(render(list(rows.values())))
+    assert drawn.splitlines()[0].split() == [
+        "stream",
+        "batches",
+        "rows/s",
+        "in",
+        "rows/s",
+        "out",
+        "backlog",
+        "last",
+        "batch",
+    ]
+    assert "\x1b[" in screen.file.getvalue()  # drawn in place, on a terminal
     bronze = read_table(spark, config.table("bronze/events"))
     assert "coupon" not in bronze.columns
     raws = {r.event_id: json.loads(r._raw) for r in bronze.collect()}
@@ -105,6 +134,8 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
     )
     bronze_rows = read_table(spark, carried.table("bronze/events")).count()
     write_file_atomically(events, "d.json", [_event(6, coupon="X")])
+    assert backlog(spark, carried, flow("bronze_events")) == "1 file"
+    assert backlog(spark, carried, flow("gold_daily_revenue_by_country")) == "1 version"
     with pytest.raises(PipelineError) as failure:
         run_available_now(spark, carried, (flow("bronze_events"),))
     message = str(failure.value)

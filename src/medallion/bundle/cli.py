@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from medallion import console
 from medallion.bundle.local_run import JobFailed, run_job_locally
 from medallion.bundle.resolve import LOCAL_TARGET, Bundle, BundleError
 from medallion.ops.cli import LAKE_VARIABLE, LANDING_VARIABLE, add_output_argument, print_json
@@ -74,9 +74,10 @@ def cmd_job(args: argparse.Namespace) -> int:
         if args.output == "json":
             print_json([{"job": key, "tasks": tasks} for key, tasks in jobs.items()])
             return 0
-        width = max((len(k) for k in jobs), default=0)
+        listed = console.table("job", "tasks, in order")
         for key, tasks in jobs.items():
-            print(f"{key:<{width}}  {' '.join(tasks)}")
+            listed.add_row(key, " ".join(tasks))
+        console.show(listed)
         return 0
     variables = _pairs(args.var, "--var")
     for name in ("landing", "lake"):
@@ -97,7 +98,7 @@ def cmd_job(args: argparse.Namespace) -> int:
             job, params, stream=args.stream, output_dir=output, echo=lambda s: print(s, flush=True)
         )
     except JobFailed as failure:
-        print(f"medallion job run: {failure}", file=sys.stderr)
+        console.error(f"medallion job run: {failure}")
         return 1
     print(f"job {job.key}: {len(runs)} tasks succeeded")
     return 0
@@ -114,6 +115,6 @@ def _run_deployed(bundle: Bundle, args: argparse.Namespace, variables, params) -
         job_id = find_job_id(client, bundle.deployed_name(job, args.target, user))
     outcome = run_job(client, job_id, params or None, poll_seconds=args.poll)
     if not outcome.succeeded:
-        print(f"medallion job run: {outcome.describe()}", file=sys.stderr)
+        console.error(f"medallion job run: {outcome.describe()}")
         return 1
     return 0

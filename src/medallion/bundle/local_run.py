@@ -7,6 +7,7 @@ case its tasks run side by side until SIGINT or SIGTERM.
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -19,6 +20,9 @@ from medallion.bundle.resolve import TRIGGER_PARAMETER, BundleError, Job, Task, 
 
 if TYPE_CHECKING:
     from medallion.bundle.notebooks import Kernels
+
+# The package whose wheel tasks run locally (python_wheel_task.package_name).
+WHEEL_PACKAGE = "medallion"
 
 
 class JobFailed(RuntimeError):
@@ -60,13 +64,15 @@ def run_job_locally(
         raise BundleError(f"job {job.key} is not continuous: --stream applies to continuous jobs")
     if job.continuous:
         params.setdefault(TRIGGER_PARAMETER, "processing_time" if stream else "available_now")
-    unsupported = [t.key for t in job.tasks if t.notebook is None]
+    unsupported = [t.key for t in job.tasks if t.notebook is None and not _runs_here(t)]
     if unsupported:
         raise BundleError(
-            f"job {job.key}: tasks {', '.join(unsupported)} are not notebook tasks; "
-            "only notebook tasks run locally"
+            f"job {job.key}: tasks {', '.join(unsupported)} are neither notebook tasks nor "
+            f"wheel tasks of {WHEEL_PACKAGE}; only those run locally"
         )
-    missing = [f"{t.key} ({t.notebook})" for t in job.tasks if not t.notebook.is_file()]
+    missing = [
+        f"{t.key} ({t.notebook})" for t in job.tasks if t.notebook and not t.notebook.is_file()
+    ]
     if missing:
         raise BundleError(f"job {job.key}: notebooks not found for {', '.join(missing)}")
     order = job.task_order()
@@ -90,13 +96,47 @@ def run_job_locally(
     return runs
 
 
+def _runs_here(task: Task) -> bool:
+    """A wheel task of this package: it runs here as a call of its entry point."""
+    wheel = task.spec.get("python_wheel_task") or {}
+    return wheel.get("package_name") == WHEEL_PACKAGE and task.entry_point is not None
+
+
+def _entry_point_notebook(task: Task, folder: Path) -> Path:
+    """A one-cell notebook that calls a wheel task's entry point with its parameters, as
+    Databricks does (``--name=value`` arguments): the task then runs in a kernel like the
+    notebook tasks, sharing the job cluster's session."""
+    import nbformat
+
+    call = (
+        "import json\n"
+        "from importlib.metadata import entry_points\n\n"
+        f"(entry,) = entry_points(group='console_scripts', name={task.entry_point!r})\n"
+        "arguments = [f'--{name}={value}' for name, value in json.loads(params).items()]\n"
+        "entry.load()(arguments)"
+    )
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(call)])
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{task.key}.entry_point.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
 def _run_task(job, task, params, pool, output_dir, timeout, kernel_key=None) -> TaskRun:
+    import tempfile
+
     from medallion.bundle.notebooks import execute_notebook
 
     output = Path(output_dir) / f"{task.key}.ipynb" if output_dir else None
+    parameters = task_parameters(job, task, params)
+    notebook = task.notebook
+    if notebook is None:  # a wheel task: its parameters become the params dict of the cell
+        folder = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="medallion-"))
+        notebook = _entry_point_notebook(task, folder)
+        parameters = {"params": json.dumps(parameters)}
     result = execute_notebook(
-        task.notebook,
-        task_parameters(job, task, params),
+        notebook,
+        parameters,
         pool,
         kernel_key=kernel_key or task.job_cluster_key or "default",
         output_path=output,
@@ -122,7 +162,8 @@ def _run_in_order(job, order, params, pool, output_dir, echo, timeout) -> list[T
             runs[task.key] = TaskRun(task.key, "SKIPPED", error=f"upstream {blocked[0]} failed")
             echo(f"task {task.key}: SKIPPED (upstream {', '.join(blocked)} did not succeed)")
             continue
-        echo(f"task {task.key}: running {task.notebook.name}")
+        what = task.notebook.name if task.notebook else f"entry point {task.entry_point}"
+        echo(f"task {task.key}: running {what}")
         runs[task.key] = _run_task(job, task, params, pool, output_dir, timeout)
         _report(runs[task.key], echo)
     return list(runs.values())

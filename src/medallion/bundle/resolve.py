@@ -48,6 +48,9 @@ class Task:
     base_parameters: dict[str, str]
     job_cluster_key: str | None
     spec: dict
+    # A Python wheel task's entry point (``medallion-task``); its named parameters are
+    # ``base_parameters``, under the job's parameters as for a notebook.
+    entry_point: str | None = None
 
     @property
     def kind(self) -> str:
@@ -350,18 +353,20 @@ def _job(key: str, spec: dict, source: Path) -> Job:
     tasks = []
     for raw in spec.get("tasks") or []:
         notebook_task = raw.get("notebook_task") or {}
+        wheel_task = raw.get("python_wheel_task") or {}
         notebook = notebook_task.get("notebook_path")
+        parameters = notebook_task.get("base_parameters") or wheel_task.get("named_parameters")
         tasks.append(
             Task(
                 key=str(raw.get("task_key")),
                 depends_on=tuple(str(d.get("task_key")) for d in raw.get("depends_on") or []),
                 notebook=(source.parent / notebook).resolve() if notebook else None,
                 base_parameters={
-                    str(k): "" if v is None else str(v)
-                    for k, v in (notebook_task.get("base_parameters") or {}).items()
+                    str(k): "" if v is None else str(v) for k, v in (parameters or {}).items()
                 },
                 job_cluster_key=raw.get("job_cluster_key"),
                 spec=raw,
+                entry_point=wheel_task.get("entry_point"),
             )
         )
     parameters = {

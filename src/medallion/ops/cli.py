@@ -13,8 +13,9 @@ import os
 import sys
 from dataclasses import asdict
 
-from medallion.argtypes import COUNT, HOURS, POSITIVE_MINUTES
+from medallion.argtypes import COUNT, HOURS, PORT, POSITIVE_MINUTES, POSITIVE_SECONDS
 from medallion.config import Config, ConfigError
+from medallion.console import error, show
 
 
 def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
@@ -108,7 +109,8 @@ LANDING_VARIABLE = "MEDALLION_LANDING"
 
 
 def add_doctor_and_shell(sub: argparse._SubParsersAction) -> None:
-    """``doctor`` (what a run needs) and ``shell`` (IPython with the lake's tables)."""
+    """``doctor`` (what a run needs), ``shell`` (IPython with the lake's tables) and
+    ``dashboard`` (the lake's charts in a browser)."""
     doctor = sub.add_parser(
         "doctor",
         help="check what a run needs (Java, jars, lake, bundle, Databricks profile)",
@@ -127,16 +129,37 @@ def add_doctor_and_shell(sub: argparse._SubParsersAction) -> None:
         "  In [1]: spark.table('medallion.gold_hourly_product_metrics').show()",
     )
     add_lake_argument(shell)
+    dashboard = sub.add_parser(
+        "dashboard",
+        help="a live page of the lake's charts on 127.0.0.1 (gold, quarantine, stream health)",
+        epilog="example:\n  medallion dashboard --lake build/demo/lake --port 8050",
+    )
+    add_lake_argument(dashboard)
+    dashboard.add_argument("--port", type=PORT, default=8050, help="the port on 127.0.0.1")
+    dashboard.add_argument(
+        "--refresh",
+        type=POSITIVE_SECONDS,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between two reads of the lake (the page follows a --stream run)",
+    )
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from medallion.ops.doctor import run_checks
+    from medallion.ops.doctor import render, run_checks
     from medallion.session import local_packages
 
     checks = run_checks(args.lake, local_packages())
-    for check in checks:
-        print(check.render())
+    show(render(checks))
     return 1 if any(check.ok is False for check in checks) else 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from medallion.ops.dashboard import serve
+
+    config = lake_config(args)
+    serve(config.lake, args.port, args.refresh)
+    return 0
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
@@ -247,7 +270,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json([asdict(r) for r in results])
     else:
-        print(render(results))
+        show(render(results))
     return 0
 
 
@@ -264,9 +287,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(status_json({**status, "behind": problems}))
     else:
-        print(render_status(status))
+        show(render_status(status))
     for problem in problems:
-        print(f"medallion status: behind: {problem}", file=sys.stderr)
+        error(f"medallion status: behind: {problem}")
     return 1 if problems else 0
 
 
@@ -311,6 +334,7 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
 OPS_COMMANDS = {
     "doctor": cmd_doctor,
     "shell": cmd_shell,
+    "dashboard": cmd_dashboard,
     "maintain": cmd_maintain,
     "status": cmd_status,
     "reset": cmd_reset,

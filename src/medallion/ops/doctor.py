@@ -10,6 +10,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.table import Table
+from rich.text import Text
+
+from medallion import console
+
 MIN_JAVA = 17
 
 
@@ -21,11 +26,6 @@ class Check:
     ok: bool | None
     detail: str
     fix: str = ""
-
-    def render(self) -> str:
-        mark = {True: "ok", False: "FAIL", None: "--"}[self.ok]
-        line = f"{mark:<5}{self.name:<12}{self.detail}"
-        return f"{line}\n{'':<17}fix: {self.fix}" if self.fix and self.ok is not True else line
 
 
 def java_check() -> Check:
@@ -123,3 +123,18 @@ def databricks_check() -> Check:
 def run_checks(lake: str, packages: list[str]) -> list[Check]:
     """Every check, in the order a run needs them."""
     return [java_check(), jar_check(packages), lake_check(lake), bundle_check(), databricks_check()]
+
+
+MARKS = {True: ("ok", "green"), False: ("FAIL", "bold red"), None: ("--", "dim")}
+
+
+def render(checks: list[Check]) -> Table:
+    """One row per check (ok, FAIL or --), and under a problem the line that fixes it."""
+    shown = console.table("", "check", "detail")
+    shown.show_header = False
+    for check in checks:
+        mark, style = MARKS[check.ok]
+        shown.add_row(Text(mark, style=style), check.name, check.detail)
+        if check.fix and check.ok is not True:
+            shown.add_row("", "", f"fix: {check.fix}")
+    return shown

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pyspark.sql import SparkSession
+from rich.table import Table
 
+from medallion import console
 from medallion.config import Config, ConfigError, TableRef
 from medallion.conflicts import is_write_conflict, retry_on_conflict
 from medallion.declarations import Maintenance
@@ -334,21 +336,17 @@ def maintain(
     return results
 
 
-def render(results: Sequence[TableMaintenance]) -> str:
-    """A fixed-width summary of a maintenance run."""
-    header = (
-        f"{'table':<32}{'files before':>13}{'files after':>12}{'vacuumed':>10}  z-order / notes"
-    )
-    lines = [header, "-" * len(header)]
+def render(results: Sequence[TableMaintenance]) -> Table:
+    """A maintenance run as a table: files before and after, files vacuumed, layout and notes."""
+    counts = ("files before", "files after", "vacuumed")
+    shown = console.table("table", *counts, "z-order / notes", numeric=counts)
     for r in results:
         vacuumed = "-" if r.vacuumed_files is None else str(r.vacuumed_files)
         clustered = f"clustered by {', '.join(r.clustered_by)}" if r.clustered_by else ""
         layout = ", ".join(r.zorder) or clustered or "(bin-packing)"
         notes = ", ".join([layout, *r.notes])
-        lines.append(
-            f"{r.table:<32}{r.files_before!s:>13}{r.files_after!s:>12}{vacuumed:>10}  {notes}"
-        )
-    return "\n".join(lines)
+        shown.add_row(r.table, str(r.files_before), str(r.files_after), vacuumed, notes)
+    return shown
 
 
 def files_on_disk(table: TableRef) -> int:

@@ -20,10 +20,13 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from rich.console import Group, RenderableType
 
 from medallion.config import Config, TableRef
+from medallion.console import plural, table
 from medallion.gaps import describe_gap, gaps_table, recorded_gaps
-from medallion.ops.maintain import stream_lags
+from medallion.ops.maintain import StreamLag, stream_lags
+from medallion.storage import list_names
 from medallion.streams import checkpoint_files as checkpoints
 from medallion.streams.flows import Flow, fusion_head
 from medallion.streams.progress import PROGRESS_TABLE_KEY, progress_table, read_progress
@@ -77,6 +80,35 @@ def _last_progress(spark: SparkSession, config: Config) -> dict[str, dict[str, A
     }
 
 
+def landing_files(config: Config, flow: Flow, landing: str) -> tuple[int, int]:
+    """How many files landed for a flow that reads the landing folder, and how many of them
+    its committed batches have not taken yet."""
+    checkpoint = config.checkpoint(flow.name)
+    folder = f"{landing.rstrip('/')}/{flow.source.key.split('/', 1)[1]}"
+    landed = checkpoints.landed_files(folder)
+    taken = checkpoints.ingested_files(checkpoint, checkpoints.committed_batch(checkpoint))
+    return len(landed), len(landed - taken)
+
+
+def backlog(spark: SparkSession, config: Config, flow: Flow) -> str | None:
+    """What a running stream has not read yet, from its checkpoint: landed files not taken
+    (``3 files``), or versions of its Delta source not read (``2 versions``); None when the
+    checkpoint cannot tell (Kafka: the stream's progress reports its offsets)."""
+    checkpoint = config.checkpoint(flow.name)
+    if flow.source.key.startswith("landing/"):
+        if config.source != "files":
+            return None
+        return plural(landing_files(config, flow, config.landing)[1], "file")
+    table = config.table(flow.source.key)
+    position = checkpoints.delta_position(checkpoint) if table.path else None
+    names = list_names(spark, f"{table.path}/_delta_log") if position else None
+    versions = [int(n[:-5]) for n in names or () if n.endswith(".json") and n[:-5].isdigit()]
+    if position is None or not versions:
+        return None
+    lag = StreamLag(flow.name, table.key, position.version, position.index, max(versions), None)
+    return plural(lag.versions_behind, "version")
+
+
 def _lag(spark: SparkSession, config: Config, flow: Flow, landing: str | None) -> dict[str, Any]:
     source = flow.source.key
     checkpoint = config.checkpoint(flow.name)
@@ -88,14 +120,12 @@ def _lag(spark: SparkSession, config: Config, flow: Flow, landing: str | None) -
             return {"kind": "kafka", "note": "offsets are in the checkpoint; see docs/kafka.md"}
         if landing is None:
             return {"kind": "files", "note": "give --landing to count files not yet ingested"}
-        folder = f"{landing.rstrip('/')}/{source.split('/', 1)[1]}"
-        landed = checkpoints.landed_files(folder)
-        taken = checkpoints.ingested_files(checkpoint, checkpoints.committed_batch(checkpoint))
+        landed, pending = landing_files(config, flow, landing)
         replaced = [r.describe() for r in checkpoints.replaced_files(checkpoint, record=False)]
         return {
             "kind": "files",
-            "landed": len(landed),
-            "pending_files": len(landed - taken),
+            "landed": landed,
+            "pending_files": pending,
             "replaced_files": replaced,
         }
     table = config.table(source)
@@ -166,40 +196,56 @@ def _lag_text(lag: dict[str, Any]) -> str:
     )
 
 
-def render_status(status: dict[str, Any]) -> str:
-    """``status`` as two fixed-width tables."""
-    header = (
-        f"{'table':<30}{'version':>8}{'rows':>10}{'files':>7}{'bytes':>11}  "
-        f"{'last commit':<21}operation"
+def _count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def render_status(status: dict[str, Any]) -> Group:
+    """``status`` as two tables: the lake's tables, then its streams and their lag."""
+    tables = table(
+        "table",
+        "version",
+        "rows",
+        "files",
+        "bytes",
+        "last commit",
+        "operation",
+        numeric=("version", "rows", "files", "bytes"),
     )
-    lines = [f"lake {status['lake']}", "", header, "-" * len(header)]
     for t in status["tables"]:
         if not t["exists"]:
-            lines.append(f"{t['table']:<30}{'(not created)':>8}")
+            tables.add_row(t["table"], "(not created)")
             continue
-        lines.append(
-            f"{t['table']:<30}{t['version']:>8}{t['rows']:>10}{t['files']:>7}"
-            f"{t['size_bytes']:>11}  {t['last_commit']:<21}{t['last_operation']}"
+        tables.add_row(
+            t["table"],
+            str(t["version"]),
+            _count(t["rows"]),
+            _count(t["files"]),
+            _count(t["size_bytes"]),
+            t["last_commit"],
+            t["last_operation"],
         )
-    header = f"{'stream':<31}{'batch':>6}{'rows/s':>9}  {'last data at':<21}lag"
-    lines += ["", header, "-" * len(header)]
+    streams = table("stream", "batch", "rows/s", "last data at", "lag", numeric=("batch", "rows/s"))
     for s in status["streams"]:
         progress = s["last_progress"] or {}
-        batch = "-" if s["last_batch"] is None else str(s["last_batch"])
         rate = progress.get("rows_per_second")
-        lines.append(
-            f"{s['stream']:<31}{batch:>6}{'-' if rate is None else rate:>9}  "
-            f"{progress.get('at') or '-':<21}{_lag_text(s['lag'])}"
+        streams.add_row(
+            s["stream"],
+            "-" if s["last_batch"] is None else str(s["last_batch"]),
+            "-" if rate is None else f"{rate:,}",
+            progress.get("at") or "-",
+            _lag_text(s["lag"]),
         )
+    parts: list[RenderableType] = [f"lake {status['lake']}", "", tables, "", streams]
     gaps = status.get("data_gaps", 0)
     if gaps:
-        lines += [
+        parts += [
             "",
             f"{gaps} input gap{'s' if gaps > 1 else ''} recorded in {status['gaps_table']} "
             "(input lost before it was read; docs/operations.md), the latest:",
             *(f"  {text}" for text in status["latest_gaps"]),
         ]
-    return "\n".join(lines)
+    return Group(*parts)
 
 
 def behind(

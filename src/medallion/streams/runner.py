@@ -7,17 +7,19 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
+from rich.table import Table
 
 from medallion.compaction import BackgroundCompactor, compact_fragmented
 from medallion.config import Config, TableRef
 from medallion.conflicts import is_concurrent_metadata_change
-from medallion.console import plural, step
+from medallion.console import plain, plural, step
+from medallion.console import table as summary_table
 from medallion.declarations import Pipeline, landing_datasets
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
@@ -111,19 +113,22 @@ class RunReport:
         """The summary of one table."""
         return next(t for t in self.tables if t.table == key)
 
-    def render(self) -> str:
-        """A fixed-width text table for the terminal."""
-        header = (
-            f"{'table':<32}{'rows in':>10}{'rows out':>10}{'quarantined':>13}{'total rows':>12}"
-        )
-        lines = [header, "-" * len(header)]
+    def __str__(self) -> str:
+        """The summary table as plain text (what a notebook prints)."""
+        return plain(self.render())
+
+    def render(self) -> Table:
+        """The summary as a table (``console.show`` prints it, ``console.plain`` as text)."""
+        caption = f"compacted small files: {', '.join(self.compacted)}" if self.compacted else None
+        shown = summary_table("table", *SUMMARY_COUNTS, numeric=SUMMARY_COUNTS, caption=caption)
         for t in self.tables:
-            lines.append(
-                f"{t.table:<32}{t.rows_in:>10}{t.rows_out:>10}{t.quarantined:>13}{t.total_rows:>12}"
+            shown.add_row(
+                t.table, *(f"{n:,}" for n in (t.rows_in, t.rows_out, t.quarantined, t.total_rows))
             )
-        if self.compacted:
-            lines.append(f"compacted small files: {', '.join(self.compacted)}")
-        return "\n".join(lines)
+        return shown
+
+
+SUMMARY_COUNTS = ("rows in", "rows out", "quarantined", "total rows")
 
 
 def error_summary(error: BaseException) -> str:
@@ -609,6 +614,18 @@ def _stop_all(queries: list[StreamingQuery], deadline: float) -> None:
         stopper.join()
 
 
+# Called with the running queries of a continuous run, for a display.
+Watcher = Callable[[Sequence[tuple[Flow, StreamingQuery]]], None]
+
+
+def _watch(watch: Watcher, running: Sequence[tuple[Flow, StreamingQuery]]) -> None:
+    """A display's failure is logged, never the run's."""
+    try:
+        watch(running)
+    except Exception:  # noqa: BLE001 - the streams go on without their display
+        log.debug("the live display failed", exc_info=True)
+
+
 def _streaming_trigger(config: Config, flow: Flow) -> Trigger:
     """The processing-time trigger of a flow: the run's interval, or the flow's minimum."""
     interval = max(config.trigger_interval_seconds, flow.min_interval_seconds)
@@ -622,19 +639,21 @@ def run_streaming(
     stop: threading.Event,
     flows: Sequence[Flow] | None = None,
     register_names: bool = True,
+    watch: Watcher | None = None,
 ) -> RunReport:
     """Run every flow with processing-time triggers until ``stop`` is set, then stop cleanly.
 
     Queries stop together, each after its in-flight batch. A failed query stops the others and
     raises :class:`PipelineError`. The run holds its streams' locks until it ends.
-    ``register_names`` as for :func:`run_available_now`.
+    ``register_names`` as for :func:`run_available_now`. ``watch`` is called about twice a
+    second with the running queries (the live table of medallion/streams/live.py).
     """
     chosen = _chosen(spark, config, flows)
     if chosen is None:
         return _nothing_to_run(config)
     config, flows = chosen
     with _locks(config, flows, "stream"):
-        return _run_streaming(spark, config, stop, flows, register_names)
+        return _run_streaming(spark, config, stop, flows, register_names, watch)
 
 
 def _run_streaming(
@@ -643,6 +662,7 @@ def _run_streaming(
     stop: threading.Event,
     flows: tuple[Flow, ...],
     register_names: bool,
+    watch: Watcher | None,
 ) -> RunReport:
     if is_connect_session(spark):
         raise PipelineError(
@@ -701,6 +721,8 @@ def _run_streaming(
                     raise describe_failure(
                         flow, config, error or RuntimeError("stopped unexpectedly")
                     )
+            if watch is not None:
+                _watch(watch, running)
     finally:
         # One deadline for all queries, so a stop takes at most stop_timeout_seconds in all.
         deadline = time.monotonic() + config.stop_timeout_seconds
