@@ -392,6 +392,71 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+LAYER_COLOURS = {"bronze": "#b08d57", "silver": "#a8a9ad", "gold": "#d4af37"}
+
+
+def _backfill_panel(axis, results: dict) -> None:
+    """Backfill time per pipeline, stacked by layer where it reports its layers (the rest of
+    its wall time on top; a black line marks the wall time, which layers running side by side
+    can exceed), with both time targets as lines, and a peer whose gold differs from
+    medallion's hatched and marked."""
+    rows = [("medallion", results["backfill"])] + [
+        (k, v) for k, v in results["peers"].items() if "error" not in v
+    ]
+    for position, (name, row) in enumerate(rows):
+        total = row.get("pipeline_s") or row["wall_s"]
+        layers = row.get("layers_s") or {}
+        wrong = name != "medallion" and row.get("gold_diff") is not None
+        bottom = 0.0
+        for layer in ("bronze", "silver", "gold"):
+            if layer in layers:
+                axis.bar(
+                    position,
+                    layers[layer],
+                    bottom=bottom,
+                    color=LAYER_COLOURS[layer],
+                    label=layer if position == 0 else None,
+                    hatch="//" if wrong else None,
+                )
+                bottom += layers[layer]
+        axis.bar(
+            position,
+            max(0.0, total - bottom),
+            bottom=bottom,
+            color="tab:blue" if name == "medallion" else "tab:gray",
+            label="rest (session, planning)" if position == 0 else None,
+            hatch="//" if wrong else None,
+        )
+        # Layers that run side by side can add up to more than the wall time: mark it.
+        wall = "wall time" if position == 0 else None
+        axis.plot([position - 0.4, position + 0.4], [total, total], color="black", label=wall)
+        if wrong:
+            top = (position, max(total, bottom))
+            axis.annotate("gold differs", top, ha="center", va="bottom", color="red", fontsize=8)
+    axis.set_xticks(range(len(rows)), [name for name, _ in rows], rotation=15)
+    peers = results["peers"]
+    ceiling = peers.get("batch_ceiling", {})
+    if "wall_s" in ceiling:
+        limit = TARGETS["backfill_vs_ceiling"] * ceiling["wall_s"]
+        axis.axhline(
+            limit,
+            color="red",
+            linestyle=":",
+            label=f"target: {TARGETS['backfill_vs_ceiling']:g}x the batch ceiling",
+        )
+    sdp = peers.get("sdp", {})
+    if sdp.get("pipeline_s") or sdp.get("wall_s"):
+        limit = (sdp.get("pipeline_s") or sdp["wall_s"]) / TARGETS["throughput_vs_sdp"]
+        axis.axhline(
+            limit,
+            color="purple",
+            linestyle="--",
+            label=f"target: {TARGETS['throughput_vs_sdp']:g}x SDP's throughput",
+        )
+    axis.set_title(f"Backfill of {results['events']:,} events (s, lower is better)")
+    axis.legend(fontsize=7)
+
+
 def chart(results: dict, path: Path) -> None:
     """Backfill wall time per pipeline, latency percentiles, and scaling, in one PNG."""
     import matplotlib
@@ -400,14 +465,7 @@ def chart(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    rows = [("medallion", results["backfill"])] + [
-        (k, v) for k, v in results["peers"].items() if "error" not in v
-    ]
-    names = [k for k, _ in rows]
-    walls = [v.get("pipeline_s") or v["wall_s"] for _, v in rows]
-    axes[0].bar(names, walls, color=["tab:blue"] + ["tab:gray"] * (len(rows) - 1))
-    axes[0].set_title(f"Backfill of {results['events']:,} events (s, lower is better)")
-    axes[0].tick_params(axis="x", rotation=15)
+    _backfill_panel(axes[0], results)
     latency = results.get("latency", {}).get("layers", {})
     if latency:
         layers = [layer for layer in ("bronze", "silver", "gold") if latency.get(layer)]

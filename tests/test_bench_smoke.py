@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench import _gold_diff  # noqa: E402
+from bench import _backfill_panel, _gold_diff  # noqa: E402
 
 
 def test_a_peer_gold_that_differs_is_reported_total_by_total():
@@ -27,6 +27,44 @@ def test_a_peer_gold_that_differs_is_reported_total_by_total():
     wrong = {**ours, "rows": 11, "purchases": 4, "revenue": "10.0000"}
     assert _gold_diff(ours, wrong) == {"rows": 1, "purchases": 2, "revenue": "-2.5000"}
     assert _gold_diff(ours, None) == {"error": "no gold totals"}
+
+
+def test_the_chart_stacks_layers_draws_both_targets_and_marks_a_peer_with_wrong_gold():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    layers = {"bronze": 5.0, "silver": 3.0, "gold": 2.0}
+    results = {
+        "events": 1000,
+        "backfill": {"wall_s": 12.0, "layers_s": layers},
+        "peers": {
+            "batch_ceiling": {"wall_s": 8.0, "layers_s": {"bronze": 8.0}},
+            "tutorial": {"wall_s": 9.0, "layers_s": layers, "gold_diff": {"rows": 1}},
+            "sdp": {"wall_s": 20.0, "pipeline_s": 18.0, "gold_diff": None},
+        },
+    }
+    figure, axis = plt.subplots()
+    _backfill_panel(axis, results)
+    labels = {line.get_label(): line for line in axis.get_lines()}
+    assert labels["target: 2x the batch ceiling"].get_ydata()[0] == 16.0
+    assert labels["target: 1.5x SDP's throughput"].get_ydata()[0] == 12.0
+    bars = [
+        (round(b.get_x() + b.get_width() / 2), b.get_y(), b.get_height(), b.get_hatch())
+        for b in axis.patches
+    ]
+    # medallion: bronze, silver, gold stacked, then the rest of its 12 s.
+    assert [(y, h) for x, y, h, _ in bars if x == 0] == [
+        (0, 5.0),
+        (5.0, 3.0),
+        (8.0, 2.0),
+        (10.0, 2.0),
+    ]
+    assert {hatch for x, _, _, hatch in bars if x == 2} == {"//"}  # the tutorial's gold differs
+    assert {hatch for x, _, _, hatch in bars if x in (0, 1, 3)} == {None}
+    assert [t.get_text() for t in axis.texts] == ["gold differs"]
+    plt.close(figure)
 
 
 def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):

@@ -188,22 +188,38 @@ def quarantine_reasons(spark: SparkSession, config: Config) -> DataFrame | None:
     return union.groupBy("quarantine", "reason").count().orderBy(F.desc("count"), "reason")
 
 
+def stream_backlog(spark: SparkSession, config: Config) -> list[tuple[str, int, str]]:
+    """What each started stream has not read yet, now: ``(stream, count, "file" or
+    "version")``, from its checkpoint (Kafka streams report theirs in their progress)."""
+    from medallion.ops.status import backlog_count
+
+    found = ((flow.name, backlog_count(spark, config, flow)) for flow in config.flows())
+    return [(name, *count) for name, count in found if count is not None]
+
+
 def plot_stream_health(spark: SparkSession, config: Config):
-    """Rows per second and batch seconds of every stream over time (matplotlib), or None."""
+    """Rows per second and batch seconds of every stream over time, and each stream's
+    backlog now (matplotlib), or None before any batch was recorded."""
     import matplotlib.pyplot as plt
 
     health = stream_health(spark, config)
     if health is None:
         return None
     frame = health.toPandas()
-    figure, (rate, duration) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    figure, (rate, duration, behind) = plt.subplots(
+        3, 1, figsize=(10, 9), gridspec_kw={"height_ratios": [2, 2, 1.5]}
+    )
     for stream, rows in frame.groupby("stream"):
         rate.plot(rows["timestamp"], rows["rows_per_second"], marker=".", label=stream)
         duration.plot(rows["timestamp"], rows["batch_seconds"], marker=".", label=stream)
     rate.set_ylabel("rows/s processed")
     duration.set_ylabel("batch seconds")
     rate.legend(fontsize="small", ncol=2)
+    backlog = stream_backlog(spark, config)
+    behind.barh([f"{name} ({unit}s)" for name, _, unit in backlog], [n for _, n, _ in backlog])
+    behind.set_xlabel("backlog now: landed files or source versions not read yet")
     figure.suptitle("Stream health")
+    figure.tight_layout()
     return figure
 
 

@@ -86,6 +86,17 @@ def test_the_exploration_notebook_shows_history_time_travel_changes_progress_and
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 3
 
 
+def test_the_backlog_of_every_started_stream_is_nothing_once_the_jobs_ran(spark, local_jobs):
+    from medallion.explore import stream_backlog
+
+    backlog = {
+        name: (count, unit) for name, count, unit in stream_backlog(spark, local_jobs.config)
+    }
+    assert backlog["bronze_events"] == (0, "file")  # every landed file taken
+    assert backlog["gold_daily_revenue_by_country"] == (0, "version")  # silver read to its end
+    assert {count for count, _ in backlog.values()} == {0}
+
+
 def test_the_change_data_notebook_runs_the_flows_it_is_given(local_jobs):
     result = local_jobs.runs["changes"]
     assert result.ok, result.error

@@ -27,6 +27,7 @@ ELSEWHERE = {
     "--source kafka": "a broker: tests/integration/test_kafka.py",
     "job run": "the bundle's notebooks: tests/bundle/test_local_jobs.py",
     " shell ": "a terminal: tests/integration/test_console.py",
+    " dashboard ": "a browser: tests/integration/test_dashboard.py",
 }
 
 

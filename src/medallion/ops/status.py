@@ -15,6 +15,7 @@ Throughput comes from the last batch with input rows recorded in
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 from typing import Any
 
@@ -84,21 +85,21 @@ def landing_files(config: Config, flow: Flow, landing: str) -> tuple[int, int]:
     """How many files landed for a flow that reads the landing folder, and how many of them
     its committed batches have not taken yet."""
     checkpoint = config.checkpoint(flow.name)
-    folder = f"{landing.rstrip('/')}/{flow.source.key.split('/', 1)[1]}"
+    folder = os.path.join(os.path.abspath(landing), flow.source.key.split("/", 1)[1])
     landed = checkpoints.landed_files(folder)
     taken = checkpoints.ingested_files(checkpoint, checkpoints.committed_batch(checkpoint))
     return len(landed), len(landed - taken)
 
 
-def backlog(spark: SparkSession, config: Config, flow: Flow) -> str | None:
-    """What a running stream has not read yet, from its checkpoint: landed files not taken
-    (``3 files``), or versions of its Delta source not read (``2 versions``); None when the
+def backlog_count(spark: SparkSession, config: Config, flow: Flow) -> tuple[int, str] | None:
+    """What a stream has not read yet, from its checkpoint: ``(3, "file")`` landed files not
+    taken, or ``(2, "version")`` versions of its Delta source not read; None when the
     checkpoint cannot tell (Kafka: the stream's progress reports its offsets)."""
     checkpoint = config.checkpoint(flow.name)
     if flow.source.key.startswith("landing/"):
         if config.source != "files":
             return None
-        return plural(landing_files(config, flow, config.landing)[1], "file")
+        return landing_files(config, flow, config.landing)[1], "file"
     table = config.table(flow.source.key)
     position = checkpoints.delta_position(checkpoint) if table.path else None
     names = list_names(spark, f"{table.path}/_delta_log") if position else None
@@ -106,7 +107,13 @@ def backlog(spark: SparkSession, config: Config, flow: Flow) -> str | None:
     if position is None or not versions:
         return None
     lag = StreamLag(flow.name, table.key, position.version, position.index, max(versions), None)
-    return plural(lag.versions_behind, "version")
+    return lag.versions_behind, "version"
+
+
+def backlog(spark: SparkSession, config: Config, flow: Flow) -> str | None:
+    """:func:`backlog_count` as text: ``3 files``, ``2 versions``."""
+    count = backlog_count(spark, config, flow)
+    return None if count is None else plural(*count)
 
 
 def _lag(spark: SparkSession, config: Config, flow: Flow, landing: str | None) -> dict[str, Any]:
