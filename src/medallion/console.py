@@ -40,8 +40,10 @@ def console_for(stream: TextIO | None = None) -> Console:
     a terminal's width and colours, or unwrapped plain text."""
     target = stream or sys.stdout
     terminal = target.isatty() if hasattr(target, "isatty") else False
+    # Text in a notebook too: rich would otherwise send it to Jupyter's display, not to stream.
     return Console(
         file=target,
+        force_jupyter=False,
         width=None if terminal else _UNWRAPPED,
         highlight=False,
         soft_wrap=not terminal,
@@ -95,7 +97,9 @@ def show(renderable: RenderableType, stream: TextIO | None = None) -> None:
 def plain(renderable: RenderableType) -> str:
     """What ``renderable`` prints as plain text, without colour or wrapping."""
     buffer = io.StringIO()
-    Console(file=buffer, width=_UNWRAPPED, color_system=None, highlight=False).print(renderable)
+    Console(
+        file=buffer, width=_UNWRAPPED, color_system=None, highlight=False, force_jupyter=False
+    ).print(renderable)
     return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
 
 

@@ -161,7 +161,7 @@ class LiveStreams:
         self._running: list[tuple[Flow, StreamingQuery]] = []
         self.live = Live(
             console.table(*COLUMNS),
-            console=screen or Console(stderr=True, highlight=False),
+            console=screen or Console(stderr=True, highlight=False, force_jupyter=False),
             auto_refresh=False,
             redirect_stdout=False,
             redirect_stderr=False,
