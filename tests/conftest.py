@@ -19,9 +19,6 @@ time.tzset()
 # Lean local Spark for a 2-core machine; set before any session exists.
 os.environ.setdefault("MEDALLION_SPARK_MASTER", "local[2]")
 os.environ.setdefault("MEDALLION_DRIVER_MEMORY", "3g")
-# The suite starts about a hundred short-lived JVMs on tiny data: C1 alone and the serial GC
-# cut a run's wall time by a third on 2 cores (docs/testing.md). Benchmarks run without them.
-os.environ.setdefault("MEDALLION_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture(scope="session")
