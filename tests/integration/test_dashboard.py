@@ -75,7 +75,7 @@ def _browser():
     from selenium import webdriver
 
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    assert not missing, f"{missing} missing: `make setup` installs Debian's chromium"
+    assert not missing, f"{missing} missing: `make test` installs Debian's chromium"
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in (
