@@ -89,6 +89,15 @@ def path_under(root: str, relative: str) -> str:
     return candidate
 
 
+def flat_table_name(layer: str, name: str) -> str:
+    """A table's name in a schema: ``<layer>_<name>`` (``_system`` tables: ``system_<name>``).
+
+    >>> flat_table_name("_system", "stream_progress")
+    'system_stream_progress'
+    """
+    return validate_identifier(f"{layer.lstrip('_')}_{name}", "table")
+
+
 @dataclass(frozen=True)
 class TableRef:
     """Where one table lives: a path (local) and/or a catalog name (always)."""
@@ -102,6 +111,11 @@ class TableRef:
     def key(self) -> str:
         """The table's key in the contract, for example ``silver/events``."""
         return f"{self.layer}/{self.name}"
+
+    @property
+    def flat_name(self) -> str:
+        """The table's name in its schema, for example ``silver_events``."""
+        return flat_table_name(self.layer, self.name)
 
     @property
     def sql_name(self) -> str:
@@ -384,7 +398,7 @@ class Config:
         """The :class:`TableRef` of a declared table, for example ``table("silver/events")``."""
         declared = self._declared_table(key)
         layer, name = declared.layer, declared.name
-        flat_name = validate_identifier(f"{layer}_{name}", "table")
+        flat_name = flat_table_name(layer, name)
         if self.uses_unity_catalog:
             assert self.catalog is not None
             return TableRef(
@@ -397,7 +411,7 @@ class Config:
     def system_table(self, name: str) -> TableRef:
         """A table of medallion's own bookkeeping, ``<lake>/_system/<name>`` (Unity Catalog:
         ``<catalog>.<schema>.system_<name>``), for example ``stream_progress``."""
-        flat_name = validate_identifier(f"system_{name}", "table")
+        flat_name = flat_table_name("_system", name)
         if self.uses_unity_catalog:
             assert self.catalog is not None
             return TableRef(

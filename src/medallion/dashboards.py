@@ -3,9 +3,9 @@
 ``medallion dashboard`` (medallion/ops/dashboard.py), which runs it with DuckDB over the lake's
 Delta tables read by delta-rs: no JVM.
 
-The queries name tables without catalog or schema (``gold_daily_revenue_by_country``): on
-Databricks the dashboard resource sets both per target (``dataset_catalog``/``dataset_schema``),
-locally each name is a view of the table of that name in the lake. They keep to SQL that
+The queries name tables without catalog or schema (``gold_daily_revenue_by_country``, the
+table's ``flat_name``): on Databricks the dashboard resource sets both per target
+(``dataset_catalog``/``dataset_schema``), locally each name is a view of that table of the lake. They keep to SQL that
 Databricks SQL and DuckDB read alike.
 
 Regenerate the Lakeview file after changing a view::
@@ -31,7 +31,7 @@ class View:
     title: str
     sql: str
     tables: tuple[str, ...]
-    kind: str  # line or bar
+    kind: str  # line or bar: Plotly's and Lakeview's name alike
     x: str
     y: str
     color: str | None = None
@@ -110,19 +110,7 @@ VIEWS: tuple[View, ...] = (
 )
 
 
-def table_name(key: str) -> str:
-    """The name a view's SQL gives a lake table: its key with ``_`` for ``/``, as in Unity
-    Catalog (``gold/daily_revenue_by_country`` -> ``gold_daily_revenue_by_country``).
-
-    >>> table_name("_system/stream_progress")
-    'system_stream_progress'
-    """
-    return key.lstrip("_").replace("/", "_")
-
-
 # --- Lakeview (AI/BI) dashboard ---------------------------------------------------------------
-
-_WIDGET_TYPES = {"line": "line", "bar": "bar"}
 
 
 def _widget(view: View, position: dict[str, int]) -> dict[str, Any]:
@@ -152,7 +140,7 @@ def _widget(view: View, position: dict[str, int]) -> dict[str, Any]:
             ],
             "spec": {
                 "version": 3,
-                "widgetType": _WIDGET_TYPES[view.kind],
+                "widgetType": view.kind,
                 "encodings": encodings,
                 "frame": {"showTitle": True, "title": view.title},
             },
@@ -201,17 +189,21 @@ def query_views(lake: str, views: tuple[View, ...] = VIEWS) -> dict[str, list[di
     import duckdb
     from deltalake import DeltaTable
 
+    from medallion.config import Config
+    from medallion.streams.progress import lake_table
+
+    config = Config(landing=lake, lake=lake)
     connection = duckdb.connect()
     loaded: dict[str, bool] = {}
     results: dict[str, list[dict[str, Any]]] = {}
     for view in views:
         for key in view.tables:
             if key not in loaded:
-                path = os.path.join(lake, *key.split("/"))
-                loaded[key] = os.path.isdir(os.path.join(path, "_delta_log"))
+                table = lake_table(config, key)
+                loaded[key] = os.path.isdir(os.path.join(table.path, "_delta_log"))
                 if loaded[key]:
-                    arrow = DeltaTable(path).to_pyarrow_table()
-                    connection.register(table_name(key), arrow)
+                    arrow = DeltaTable(table.path).to_pyarrow_table()
+                    connection.register(table.flat_name, arrow)
         if not all(loaded[key] for key in view.tables):
             results[view.name] = []
             continue

@@ -20,9 +20,9 @@ from pyspark.sql import functions as F
 from spark_cluster import free_port
 
 from medallion.config import Config
-from medallion.dashboards import VIEWS, lakeview, query_views, table_name
+from medallion.dashboards import VIEWS, lakeview, query_views
 from medallion.pipelines.retail.generator import generate
-from medallion.streams.progress import PROGRESS_TABLE_KEY, progress_table
+from medallion.streams.progress import lake_table
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 
@@ -61,10 +61,8 @@ def test_the_lakeview_file_is_the_views_and_their_sql_runs_alike_in_spark(spark,
     local = query_views(retail_lake.lake)
     for view in VIEWS:
         for key in view.tables:
-            ref = (
-                progress_table(retail_lake) if key == PROGRESS_TABLE_KEY else retail_lake.table(key)
-            )
-            read_table(spark, ref).createOrReplaceTempView(table_name(key))
+            table = lake_table(retail_lake, key)
+            read_table(spark, table).createOrReplaceTempView(table.flat_name)
         in_spark = spark.sql(view.sql).collect()
         assert in_spark, view.name
         columns = list(local[view.name][0])

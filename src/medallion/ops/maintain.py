@@ -37,7 +37,7 @@ from medallion.declarations import Maintenance
 from medallion.ops.lineage import stream_readers
 from medallion.pipelines import all_tables
 from medallion.streams import checkpoint_files as checkpoints
-from medallion.streams.progress import PROGRESS_TABLE_KEY, progress_table
+from medallion.streams.progress import PROGRESS_TABLE_KEY, lake_table
 from medallion.tables import history, table_exists
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def maintained_tables(config: Config, only: Sequence[str] = ()) -> list[TableRef
         if key not in known:
             raise ConfigError(f"unknown table {key!r}; known tables: {', '.join(known)}")
     keys = list(only) or known
-    return [progress_table(config) if k == PROGRESS_TABLE_KEY else config.table(k) for k in keys]
+    return [lake_table(config, k) for k in keys]
 
 
 def _detail(spark: SparkSession, table: TableRef) -> dict:

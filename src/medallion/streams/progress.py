@@ -49,6 +49,11 @@ def progress_table(config: Config) -> TableRef:
     return config.system_table("stream_progress")
 
 
+def lake_table(config: Config, key: str) -> TableRef:
+    """The table of ``key``: a declared table, or the progress table (``_system/stream_progress``)."""
+    return progress_table(config) if key == PROGRESS_TABLE_KEY else config.table(key)
+
+
 def create_progress_table(spark: SparkSession, config: Config) -> TableRef:
     """Create the progress table if it is missing; return it."""
     table = progress_table(config)
