@@ -138,8 +138,8 @@ def driver_memory() -> str:
 def java_options() -> str:
     """More options for the local JVMs, from ``MEDALLION_JAVA_OPTIONS`` (empty by default).
 
-    Short-lived sessions on small data start faster with ``-XX:TieredStopAtLevel=1
-    -XX:+UseSerialGC`` (the test suite sets these); long runs are faster without them.
+    Short-lived sessions on small data can start faster with ``-XX:TieredStopAtLevel=1
+    -XX:+UseSerialGC``; long runs are faster without them (docs/development.md).
     """
     return os.environ.get("MEDALLION_JAVA_OPTIONS", "").strip()
 
@@ -182,9 +182,10 @@ def local_conf(
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.host"] = "127.0.0.1"
     conf = {**conf, **LOCAL_SPARK_CONF}
-    if java_options():
+    options = java_options()
+    if options:
         for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
-            conf[key] = f"{conf[key]} {java_options()}"
+            conf[key] = f"{conf[key]} {options}"
     return {**conf, **(extra or {})}
 
 

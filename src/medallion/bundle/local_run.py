@@ -129,19 +129,19 @@ def _run_task(job, task, params, pool, output_dir, timeout, kernel_key=None) -> 
 
     output = Path(output_dir) / f"{task.key}.ipynb" if output_dir else None
     parameters = task_parameters(job, task, params)
-    notebook = task.notebook
-    if notebook is None:  # a wheel task: its parameters become the params dict of the cell
-        folder = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="medallion-"))
-        notebook = _entry_point_notebook(task, folder)
-        parameters = {"params": json.dumps(parameters)}
-    result = execute_notebook(
-        notebook,
-        parameters,
-        pool,
-        kernel_key=kernel_key or task.job_cluster_key or "default",
-        output_path=output,
-        timeout=timeout,
-    )
+    with tempfile.TemporaryDirectory(prefix="medallion-task-") as scratch:
+        notebook = task.notebook
+        if notebook is None:  # a wheel task: its parameters become the params dict of the cell
+            notebook = _entry_point_notebook(task, Path(output_dir or scratch))
+            parameters = {"params": json.dumps(parameters)}
+        result = execute_notebook(
+            notebook,
+            parameters,
+            pool,
+            kernel_key=kernel_key or task.job_cluster_key or "default",
+            output_path=output,
+            timeout=timeout,
+        )
     state = "SUCCESS" if result.ok else "FAILED"
     return TaskRun(task.key, state, result.seconds, result.error, output, result.text)
 

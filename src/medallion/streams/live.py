@@ -13,6 +13,7 @@ seconds: the landed files not taken, or the versions of its Delta source not rea
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -161,7 +162,7 @@ class LiveStreams:
         self._running: list[tuple[Flow, StreamingQuery]] = []
         self.live = Live(
             console.table(*COLUMNS),
-            console=screen or Console(stderr=True, highlight=False, force_jupyter=False),
+            console=screen or console.console_for(sys.stderr),
             auto_refresh=False,
             redirect_stdout=False,
             redirect_stderr=False,
