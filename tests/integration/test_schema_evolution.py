@@ -77,8 +77,11 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
         assert wait_until(lambda: committed_batches(bronze_checkpoint) >= 1, timeout=300)
         write_file_atomically(events, "b.json", [_event(3, coupon="SAVE10"), _event(4, coupon=7)])
         assert wait_until(lambda: committed_batches(bronze_checkpoint) >= 2, timeout=300)
-        revenue_checkpoint = lake / "_checkpoints" / "gold_daily_revenue_by_country"
-        assert wait_until(lambda: committed_batches(revenue_checkpoint) >= 1, timeout=300)
+        # The revenue stream has read silver to its end (it follows bronze's second batch).
+        revenue_stream = flow("gold_daily_revenue_by_country")
+        assert wait_until(
+            lambda: backlog(spark, config, revenue_stream) == "0 versions", timeout=300
+        )
         _finish(*running)
     rows = {row.stream: row for row in live.rows.values()}
     assert rows["bronze_events"].batches == 2 and rows["bronze_events"].backlog == "0 files"
