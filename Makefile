@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO   ?= build/demo
 
-.PHONY: setup demo kafka-demo test lint format clean bench
+.PHONY: setup demo kafka-demo test test-fast lint format clean bench
 .DEFAULT_GOAL := setup
 
 # Debian's chromium and chromedriver, for the dashboard's browser test
@@ -38,8 +38,17 @@ demo: setup
 kafka-demo: setup
 	$(BIN)/python tests/kafka_broker.py demo --workdir build/kafka-demo --events 5000
 
+# Two pytest-xdist workers, each with its own shared Spark session; the tests of a costly
+# shared fixture (the broker, the bundle's local job runs) stay in one worker, and the longest
+# work goes first (tests/conftest.py). docs/testing.md has the figures.
+XDIST := -n 2 --dist loadgroup --no-loadscope-reorder
+
 test: setup $(BROWSER)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
+
+# The fast lane for development: unit tests and the quick in-process integration tests.
+test-fast: setup
+	$(BIN)/python -m pytest $(XDIST) -m "not slow"
 
 # medallion against its peers (benchmarks/bench.py): results in benchmarks/results/.
 # BENCH_EVENTS sets the backfill size; `make bench QUICK=1` is the smoke-test size.

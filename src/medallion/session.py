@@ -162,6 +162,7 @@ def local_conf(
     from the jar cache when it holds them (``spark.jars``, medallion/jars.py), else resolved
     from Maven Central (``spark.jars.packages``).
     """
+    from medallion import class_archive
     from medallion.jars import cached_jars
 
     resolved = local_packages(packages)
@@ -182,7 +183,7 @@ def local_conf(
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.host"] = "127.0.0.1"
     conf = {**conf, **LOCAL_SPARK_CONF}
-    options = java_options()
+    options = " ".join(filter(None, [java_options(), class_archive.jvm_options()]))
     if options:
         for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
             conf[key] = f"{conf[key]} {options}"

@@ -109,6 +109,21 @@ def commits_after(spark: SparkSession, table: TableRef, version: int) -> list[Co
     return commits
 
 
+def commit_infos(spark: SparkSession, table: TableRef, version: int) -> list[dict[str, Any]]:
+    """The ``commitInfo`` of every commit of the table after ``version``, oldest first, each
+    with its ``version``: the operation and its metrics, as ``DESCRIBE HISTORY`` shows them,
+    read without a Spark job.
+
+    Raises :class:`LookupError` when the log cannot be listed or a commit read from here."""
+    latest = committed_version(spark, table)
+    infos = []
+    for number in range(version + 1, (latest if latest is not None else version) + 1):
+        actions = commit_actions(spark, table, number)
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        infos.append({**info, "version": number})
+    return infos
+
+
 def table_id(spark: SparkSession, table: TableRef, version: int) -> str | None:
     """The table's id at ``version``, from that version's checksum file; None when it cannot
     be told."""

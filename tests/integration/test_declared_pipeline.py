@@ -1,9 +1,9 @@
 """A pipeline declared only inside tests/ (tests/pipelines/meters.py) runs through the same
 commands as retail, without a line of the engine knowing it: run, status, maintain, reset.
 
-The first commands run as new processes that find the pipeline through
-``$MEDALLION_PIPELINES``; the rest call the same CLI in this process (a new JVM each would
-cost the suite a minute), with the pipeline registered for the test only."""
+A new process finds the pipeline through ``$MEDALLION_PIPELINES`` (``medallion pipelines``,
+which starts no JVM); the commands that run Spark call the same CLI in this process, on its
+session, with the pipeline registered for the test only."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_a_pipeline_declared_in_tests_runs_through_run_status_maintain_and_reset
     listed = _medallion("pipelines").stdout
     assert "meters\n" in listed and "flow gold_meter_latest (gold): bronze/meter_readings" in listed
 
-    run = _medallion("run", "--landing", str(landing), "--lake", str(lake)).stdout
+    run = _in_process(capsys, "run", "--landing", str(landing), "--lake", str(lake))
     assert "gold/meter_latest" in run
     # Retail had no input here: none of its tables was made.
     assert sorted(p.name for p in (lake / "bronze").iterdir()) == ["meter_readings"]

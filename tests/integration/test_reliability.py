@@ -1,5 +1,6 @@
-"""Repeated SIGKILLs of a fed `--stream` run, a SIGTERM, then an available-now run: the lake
-equals an uninterrupted run and an independent plain-Python computation.
+"""Repeated SIGKILLs of a fed `--stream` run, a SIGTERM to its process group, then an
+available-now run: the lake equals an uninterrupted run and an independent plain-Python
+computation.
 
 CI size by default; RELIABILITY_KILLS and RELIABILITY_EVENTS scale it up for a soak.
 """
@@ -240,7 +241,9 @@ def test_repeated_sigkill_then_sigterm_then_available_now_converges(spark, dirs,
             120,
         )
         time.sleep(5)
-        process.send_signal(signal.SIGTERM)
+        # SIGTERM to the whole process group, as systemd's KillMode=control-group sends it:
+        # the JVM ignores it, the driver stops its queries after their batches and exits 0.
+        os.killpg(process.pid, signal.SIGTERM)
         stopped_at = time.monotonic()
         # The run waits at most Config.stop_timeout_seconds (60 s) for batches in flight.
         assert process.wait(timeout=180) == 0, log.read_text(errors="replace")[-3000:]
@@ -248,6 +251,10 @@ def test_repeated_sigkill_then_sigterm_then_available_now_converges(spark, dirs,
     finally:
         if process is not None and process.poll() is None:
             kill_group(process)  # a failure leaves no JVM running
+    text = log.read_text(errors="replace")
+    assert "received SIGTERM: stopping after the batches in flight" in text
+    assert "Traceback" not in text and "ConnectionRefusedError" not in text
+    assert not list((lake / "_checkpoints" / "_locks").glob("*.lock")), "locks left behind"
 
     # An available-now run drains what is left (in this process; the CLI runs the same code).
     run_available_now(spark, config)

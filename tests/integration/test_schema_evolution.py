@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import threading
 import time
 
 import pytest
@@ -13,13 +12,14 @@ from lake_checks import assert_lake_matches
 from oracle import expected_from
 from processes import committed_batches, wait_until
 from rich.console import Console
+from streaming import StreamInThread
 
 from medallion.console import plain
 from medallion.generate import write_file_atomically
 from medallion.ops.status import backlog
 from medallion.streams.flows import flow
 from medallion.streams.live import LiveStreams, render
-from medallion.streams.runner import PipelineError, run_available_now, run_streaming
+from medallion.streams.runner import PipelineError, run_available_now
 from medallion.tables import read_table
 
 
@@ -33,27 +33,6 @@ def _event(n: int, **extra: object) -> str:
         **extra,
     }
     return json.dumps(record)
-
-
-def _stream(spark, config, flows, watch=None):
-    """Run ``flows`` with processing-time triggers in a thread; returns (stop, thread, outcome)."""
-    stop, outcome = threading.Event(), {}
-
-    def target() -> None:
-        try:
-            outcome["report"] = run_streaming(spark, config, stop, flows, watch=watch)
-        except BaseException as error:  # noqa: BLE001 - handed to the test
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    return stop, thread, outcome
-
-
-def _finish(stop, thread, outcome) -> None:
-    stop.set()
-    thread.join(timeout=300)
-    assert not thread.is_alive() and "error" not in outcome, outcome.get("error")
 
 
 def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_change_stops(
@@ -72,7 +51,7 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
     bronze_checkpoint = lake / "_checkpoints" / "bronze_events"
     screen = Console(file=io.StringIO(), force_terminal=True, width=160)
     with LiveStreams(lambda f: backlog(spark, config, f), screen, 0, 0) as live:
-        running = _stream(spark, config, streams, watch=live.update)
+        running = StreamInThread(spark, config, streams, watch=live.update).start()
         write_file_atomically(events, "a.json", [_event(1), _event(2)])
         assert wait_until(lambda: committed_batches(bronze_checkpoint) >= 1, timeout=300)
         write_file_atomically(events, "b.json", [_event(3, coupon="SAVE10"), _event(4, coupon=7)])
@@ -82,7 +61,7 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
         assert wait_until(
             lambda: backlog(spark, config, revenue_stream) == "0 versions", timeout=300
         )
-        _finish(*running)
+        running.stop()
     rows = {row.stream: row for row in live.rows.values()}
     assert rows["bronze_events"].batches == 2 and rows["bronze_events"].backlog == "0 files"
     assert rows["gold_daily_revenue_by_country"].batches >= 1
@@ -110,14 +89,14 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
     #    stops once on the schema change and is restarted.
     carried = config.with_options(carried_columns={"silver/events": ("coupon",)})
     caplog.set_level(logging.INFO, logger="medallion.streams.runner")
-    running = _stream(spark, carried, streams)
+    running = StreamInThread(spark, carried, streams).start()
     assert wait_until(lambda: "starting gold_daily_revenue_by_country" in caplog.text, 300)
     time.sleep(2)  # the revenue stream reads silver with the schema it had
     purchase = _event(5, coupon="SAVE20", event_type="purchase", revenue=9.5)
     write_file_atomically(events, "c.json", [purchase])
     revenue = carried.table("gold/daily_revenue_by_country")
     assert wait_until(lambda: read_table(spark, revenue).count() > 0, timeout=300, interval=2)
-    _finish(*running)
+    running.stop()
     restarted = "gold_daily_revenue_by_country: its source's schema changed; restarting it"
     assert restarted in caplog.text
     silver = read_table(spark, carried.table("silver/events"))

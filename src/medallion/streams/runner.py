@@ -47,6 +47,7 @@ from medallion.streams.sinks import Trigger
 from medallion.streams.stage_clock import STAGE_CLOCK
 from medallion.streams.table_schema import is_restartable_schema_change, schema_mismatch_in
 from medallion.tables import (
+    commit_infos,
     ensure_tables,
     history,
     pipelines_with_tables,
@@ -189,21 +190,24 @@ def _versions(spark: SparkSession, config: Config) -> dict[str, int]:
 
 
 def _rows_written(spark: SparkSession, config: Config, key: str, since: int) -> int:
-    """Rows inserted, updated or deleted in a table by the commits after version ``since``
-    (only those commits of the history are read)."""
+    """Rows inserted, updated or deleted in a table by the commits after version ``since``:
+    their ``commitInfo`` read from the log, or (a catalog table) the history's newest rows."""
     table = config.table(key)
-    new_commits = (table_version(spark, table) or 0) - since
-    if new_commits <= 0:
-        return 0
+    try:
+        commits = commit_infos(spark, table, since)
+    except LookupError:
+        new_commits = (table_version(spark, table) or 0) - since
+        if new_commits <= 0:
+            return 0
+        rows = history(spark, table, new_commits).collect()
+        commits = [row.asDict() for row in rows if row["version"] > since]
     total = 0
-    for row in history(spark, table, new_commits).collect():
-        if row["version"] <= since:
-            continue
-        metrics = row["operationMetrics"] or {}
-        if row["operation"] == "MERGE":
+    for commit in commits:
+        metrics = commit.get("operationMetrics") or {}
+        if commit.get("operation") == "MERGE":
             changed = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
             total += sum(int(metrics.get(name, 0)) for name in changed)
-        elif row["operation"] in ("WRITE", "STREAMING UPDATE"):
+        elif commit.get("operation") in ("WRITE", "STREAMING UPDATE"):
             total += int(metrics.get("numOutputRows", 0))
     return total
 
