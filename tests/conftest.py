@@ -71,6 +71,24 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def reference_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A lake of every pipeline, built once per run: two deliveries (the second with customer
+    updates and deletes). Its folder holds ``landing/`` and ``lake/``. Tests only read it; one
+    that writes works on a copy (``lake_copy.copy_lake``), whose streams go on from here."""
+    from medallion.config import Config
+    from medallion.pipelines import generate_input
+    from medallion.streams.runner import run_available_now
+
+    root = tmp_path_factory.mktemp("reference")
+    config = Config(landing=str(root / "landing"), lake=str(root / "lake"))
+    generate_input(config.landing, records=600, customers=80, files=2, seed=41)
+    run_available_now(spark, config)
+    generate_input(config.landing, ["retail"], records=300, customers=80, files=2, seed=42)
+    run_available_now(spark, config)
+    return root
+
+
 @pytest.fixture
 def dirs(tmp_path: Path):
     """A fresh (landing, lake) pair of folders."""
@@ -94,7 +112,11 @@ def config(dirs):
 
 # Tests that share a session-scoped fixture too costly to make twice run in one pytest-xdist
 # worker: the fixture's name -> the group (``make test`` runs ``--dist loadgroup``).
-SHARED_FIXTURE_GROUPS = {"kafka_broker": "kafka", "local_jobs": "local-jobs"}
+SHARED_FIXTURE_GROUPS = {
+    "kafka_broker": "kafka",
+    "local_jobs": "local-jobs",
+    "reference_lake": "reference-lake",
+}
 # The longest work first, so that the workers finish together: these run in this order before
 # the rest (durations of docs/testing.md); a group or module, by the name shown.
 LONGEST_FIRST = (

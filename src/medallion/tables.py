@@ -75,7 +75,7 @@ def commit_actions(spark: SparkSession, table: TableRef, version: int) -> list[d
         text = read_text(spark, f"{table.path}/_delta_log/{version:020d}.json")
     except Exception as error:  # noqa: BLE001 - no such commit to read here
         raise LookupError(f"cannot read version {version} of {table.key}") from error
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [json.loads(line) for line in text.split("\n") if line.strip()]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from lake_copy import copy_lake
 from processes import MEDALLION, wait_until
 from pyspark.sql import functions as F
 from spark_cluster import free_port
@@ -31,12 +32,10 @@ CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver"
 
 
 @pytest.fixture(scope="module")
-def retail_lake(spark, tmp_path_factory):
-    base = tmp_path_factory.mktemp("dashboard")
-    config = Config(landing=str(base / "landing"), lake=str(base / "lake"), pipelines=("retail",))
-    generate(config.landing, events=300, customers=30, files=2, seed=31)
-    run_available_now(spark, config)
-    return config
+def retail_lake(reference_lake, tmp_path_factory):
+    """A copy of the reference lake (the browser test lands a delivery in it), run as retail."""
+    landing, lake = copy_lake(reference_lake, tmp_path_factory.mktemp("dashboard"))
+    return Config(landing=str(landing), lake=str(lake), pipelines=("retail",))
 
 
 def _rounded(rows):

@@ -8,11 +8,11 @@ The lake is kept in tests/data/old-layout-lake.tar.gz, written by the code of co
 from __future__ import annotations
 
 import json
-import os
 import tarfile
 from pathlib import Path
 
 from lake_checks import assert_customers_match, assert_lake_matches
+from lake_copy import follow_move
 from oracle import expected_customers, expected_from
 
 from medallion.config import Config
@@ -28,23 +28,12 @@ RETAIL_STREAMS = ("bronze_events", "bronze_customers", "silver_customers", "gold
 
 
 def _unpack_old_lake(target: Path) -> tuple[Path, Path]:
-    """The archived landing folder and lake, moved to ``target``: the checkpoints' names of the
-    files they read follow the move, and each landed file keeps the modification time its
-    checkpoint recorded."""
+    """The archived landing folder and lake, moved to ``target`` (tests/lake_copy.py)."""
     with tarfile.open(ARCHIVE) as tar:
         tar.extractall(target, filter="data")
     manifest = json.loads((target / "manifest.json").read_text())
     assert manifest["commit"] == BEFORE_DECLARATIONS
-    old_root, new_root = manifest["root"].encode(), str(target).encode()
-    for path in (target / "lake" / "_checkpoints").rglob("*"):
-        if path.is_file() and old_root in (content := path.read_bytes()):
-            path.write_bytes(content.replace(old_root, new_root))
-            # Hadoop checks a file against its .crc sidecar when it has one.
-            path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
-    for landed in (target / "lake" / "_checkpoints").glob("*/_medallion_landed_sizes.jsonl"):
-        for line in landed.read_text().splitlines():
-            record = json.loads(line)
-            os.utime(record["path"], ns=(record["mtime"] * 1_000_000,) * 2)
+    follow_move(target / "lake", manifest["root"], str(target))
     return target / "landing", target / "lake"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from lake_checks import assert_lake_matches
 from oracle import expected_from
 from processes import committed_batches, wait_until
-from streaming import StreamInThread
+from stream_thread import StreamInThread
 
 from medallion.ops.maintain import maintain
 from medallion.pipelines.retail.generator import generate

@@ -16,7 +16,7 @@ import pytest
 from lake_checks import assert_customers_match, assert_lake_matches, lake_snapshot
 from oracle import expected_customers, expected_from
 from processes import wait_until
-from streaming import StreamInThread
+from stream_thread import StreamInThread
 
 from medallion.cli import main
 from medallion.config import Config

@@ -12,7 +12,7 @@ from lake_checks import assert_lake_matches
 from oracle import expected_from
 from processes import committed_batches, wait_until
 from rich.console import Console
-from streaming import StreamInThread
+from stream_thread import StreamInThread
 
 from medallion.console import plain
 from medallion.generate import write_file_atomically
