@@ -38,17 +38,14 @@ demo: setup
 kafka-demo: setup
 	$(BIN)/python tests/kafka_broker.py demo --workdir build/kafka-demo --events 5000
 
-# Two pytest-xdist workers, each with its own shared Spark session; the tests of a costly
-# shared fixture (the broker, the bundle's local job runs) stay in one worker, and the longest
-# work goes first (tests/conftest.py). docs/testing.md has the figures.
-XDIST := -n 2 --dist loadgroup --no-loadscope-reorder
-
+# One process, one shared Spark session: on 2 cores the suite is CPU-bound, and two pytest-xdist
+# workers made it slower, not faster (docs/testing.md has the figures).
 test: setup $(BROWSER)
-	$(BIN)/python -m pytest $(XDIST)
+	$(BIN)/python -m pytest
 
 # The fast lane for development: unit tests and the quick in-process integration tests.
 test-fast: setup
-	$(BIN)/python -m pytest $(XDIST) -m "not slow"
+	$(BIN)/python -m pytest -m "not slow"
 
 # medallion against its peers (benchmarks/bench.py): results in benchmarks/results/.
 # BENCH_EVENTS sets the backfill size; `make bench QUICK=1` is the smoke-test size.

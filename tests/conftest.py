@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sys
 import time
@@ -11,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import long_lived_jvm_env, short_lived_jvms_by_default
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -22,50 +22,37 @@ time.tzset()
 # Lean local Spark for a 2-core machine; set before any session exists.
 os.environ.setdefault("MEDALLION_SPARK_MASTER", "local[2]")
 os.environ.setdefault("MEDALLION_DRIVER_MEMORY", "3g")
-# Every JVM of the suite (the shared session, and those of the processes it starts) compiles
-# with C1 alone: most are short-lived, where C2's compilations cost more CPU than they save,
-# and the long-lived ones were no slower. C1's default code cache (48 MB) fills within a
-# minute of Spark, after which the JVM interprets: hence the larger one (docs/testing.md).
-os.environ.setdefault(
-    "MEDALLION_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
-)
+short_lived_jvms_by_default()
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Before any JVM of the run starts (and before pytest-xdist starts its workers): the
-    class-data archive that every local JVM of the suite maps (medallion/class_archive.py),
-    made by one training run when this machine has none yet."""
-    if hasattr(session.config, "workerinput"):
-        return
+    """Before any JVM of the run starts: the class-data archive that every local JVM of the
+    suite maps (medallion/class_archive.py), made by one training run when this machine has
+    none yet."""
     from medallion.class_archive import build
 
     build()
 
 
-@contextlib.contextmanager
-def _one_session_start_at_a_time() -> Iterator[None]:
-    """Start sessions one at a time on this machine: the first of the suite's workers to start
-    resolves the jars a new set of packages needs (Ivy's cache is not safe for two at once),
-    the others then find them in medallion's jar cache."""
-    from medallion.jars import cache_root
-
-    cache_root().mkdir(parents=True, exist_ok=True)
-    with open(cache_root() / ".session-start.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 @pytest.fixture(scope="session")
 def spark():
-    """The one SparkSession of the test run, or of each pytest-xdist worker (local delta-spark,
-    UTC, UI off)."""
+    """The one SparkSession of the test run (local delta-spark, UTC, UI off)."""
     from medallion.session import get_spark
 
-    with _one_session_start_at_a_time():
+    with _environment(long_lived_jvm_env()):
         session = get_spark(app_name="medallion-tests")
     yield session
     session.stop()
@@ -108,49 +95,6 @@ def config(dirs):
 
 
 # --- Kafka: a real broker, started only when a Kafka test runs (tests/kafka_broker.py) ---
-
-
-# Tests that share a session-scoped fixture too costly to make twice run in one pytest-xdist
-# worker: the fixture's name -> the group (``make test`` runs ``--dist loadgroup``).
-SHARED_FIXTURE_GROUPS = {
-    "kafka_broker": "kafka",
-    "local_jobs": "local-jobs",
-    "reference_lake": "reference-lake",
-}
-# The longest work first, so that the workers finish together: these run in this order before
-# the rest (durations of docs/testing.md); a group or module, by the name shown.
-LONGEST_FIRST = (
-    "local-jobs",
-    "tests/integration/test_reliability.py",
-    "kafka",
-    "tests/test_bench_smoke.py",
-    "tests/integration/test_spark_cluster.py",
-    "tests/integration/test_console.py",
-    "tests/integration/test_fusion.py",
-    "tests/integration/test_operator_faults.py",
-    "tests/integration/test_banking.py",
-    "tests/integration/test_customers.py",
-)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests of each costly shared fixture, and order the longest work first."""
-
-    def unit(item: pytest.Item) -> str:
-        groups = [g for f, g in SHARED_FIXTURE_GROUPS.items() if f in item.fixturenames]
-        return groups[0] if groups else item.nodeid.split("::")[0]
-
-    for item in items:
-        group = unit(item)
-        if group in SHARED_FIXTURE_GROUPS.values():
-            item.add_marker(pytest.mark.xdist_group(group))
-
-    def rank(item: pytest.Item) -> int:
-        name = unit(item)
-        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: collection order within each
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -12,6 +12,30 @@ from pathlib import Path
 
 MEDALLION = str(Path(sys.executable).with_name("medallion"))
 
+# The one long-lived JVM of the suite, the shared session, compiles as usual (C1, then C2 for
+# the hot code): its steady state carries most tests. The processes the suite starts, each a
+# run or two, compile with C1 alone, where C2's compilations cost more CPU than they save; C1's
+# default code cache (48 MB) fills within a minute of Spark, hence the larger one
+# (docs/testing.md). MEDALLION_JAVA_OPTIONS, when set, applies to every JVM instead.
+SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+_GIVEN_JAVA_OPTIONS = os.environ.get("MEDALLION_JAVA_OPTIONS")
+
+
+def short_lived_jvms_by_default() -> None:
+    """Make :data:`SHORT_LIVED_JVM_OPTIONS` the options of the JVMs this process starts,
+    unless ``MEDALLION_JAVA_OPTIONS`` was given."""
+    os.environ.setdefault("MEDALLION_JAVA_OPTIONS", SHORT_LIVED_JVM_OPTIONS)
+
+
+def long_lived_jvm_env() -> dict[str, str]:
+    """The environment for a JVM that serves many runs: the shared session, a notebook kernel."""
+    env = dict(os.environ)
+    if _GIVEN_JAVA_OPTIONS is None:
+        env.pop("MEDALLION_JAVA_OPTIONS", None)
+    else:
+        env["MEDALLION_JAVA_OPTIONS"] = _GIVEN_JAVA_OPTIONS
+    return env
+
 
 def start_medallion(
     *args: str, log_path: Path, env: dict[str, str] | None = None

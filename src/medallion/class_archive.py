@@ -113,7 +113,12 @@ def build(timeout: float = 900) -> Path | None:
         dump.replace(target)
     finally:
         dump.unlink(missing_ok=True)
-    log.info("class archive %s made in %.0f s (%s)", target, time.monotonic() - started, done.stderr.strip())
+    log.info(
+        "class archive %s made in %.0f s (%s)",
+        target,
+        time.monotonic() - started,
+        done.stderr.strip(),
+    )
     return target
 
 

@@ -79,6 +79,7 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
     """
     from lake_checks import assert_lake_matches
     from oracle import expected_from
+    from processes import long_lived_jvm_env
 
     from medallion.bundle.local_run import run_job_locally
     from medallion.bundle.notebooks import Kernels, execute_notebook
@@ -99,7 +100,8 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
             jobs[job_key], params, output_dir=outputs / name, kernels=kernels, echo=lambda _: None
         )
 
-    with Kernels(shared=True, log_path=outputs / "kernels.log") as kernels:
+    kernel_env = long_lived_jvm_env()  # one kernel serves every run
+    with Kernels(shared=True, log_path=outputs / "kernels.log", env=kernel_env) as kernels:
         run("pipeline", "medallion_pipeline")
         assert_lake_matches(spark, config, expected_from(landing))
         result.bronze_rows["pipeline"] = read_table(spark, config.table("bronze/events")).count()
