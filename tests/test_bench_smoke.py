@@ -1,7 +1,7 @@
 """The benchmark still runs: a tiny ``make bench QUICK=1`` with its backfill comparisons.
 
 It runs benchmarks/bench.py as ``make bench`` does, with medallion and the batch ceiling on
-2,000 events, the small deliveries part and the tagged writes part (the other peers and the streaming, recovery,
+1,000 events, the small deliveries part and the tagged writes part (the other peers and the streaming, recovery,
 small-file, scaling, growth and incremental parts each start more JVMs, so they are left to
 ``make bench``), and checks the outputs: the
 results JSON, the Markdown table, the chart and the target checks. The gold comparison of the peers
@@ -14,6 +14,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -67,6 +69,7 @@ def test_the_chart_stacks_layers_draws_both_targets_and_marks_a_peer_with_wrong_
     plt.close(figure)
 
 
+@pytest.mark.slow
 def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
     out = tmp_path / "results"
     command = [
@@ -74,7 +77,7 @@ def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
         "benchmarks/bench.py",
         "--quick",
         "--events",
-        "2000",
+        "1000",
         "--skip",
         "peers,latency,recovery,small_files,scaling,growth,incremental",
         "--out",
@@ -90,7 +93,7 @@ def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
     ours = results["backfill"]
     ceiling = results["peers"]["batch_ceiling"]
     # The same files: the ceiling's bronze is ours, row for row.
-    assert ceiling["bronze_rows"] == ours["bronze_rows"] > 2000
+    assert ceiling["bronze_rows"] == ours["bronze_rows"] > 1000
     assert ours["silver_rows"] + ours["quarantined"] < ours["bronze_rows"]  # duplicates dropped
     assert set(ours["layers_s"]) == {"bronze", "silver", "gold"}
     assert ours["peak_total_rss_mb"] > ours["peak_python_rss_mb"] > 0

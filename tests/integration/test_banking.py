@@ -20,6 +20,8 @@ from medallion.pipelines.banking.generator import account_change_lines, transact
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 FAULTS = FaultRates(duplicate=0.1, late=0.1, invalid=0.05, malformed=0.03)
 
 
@@ -101,7 +103,6 @@ def test_banking_matches_its_oracle_across_deliveries(spark, dirs):
     assert_banking_matches(spark, config, expected)
 
 
-@pytest.mark.slow
 def test_a_kill_mid_batch_loses_and_doubles_nothing(spark, tmp_path):
     """``medallion run`` killed with SIGKILL between the quarantine append and the silver
     append of a transactions batch; the next run replays the batch and the lake equals the
@@ -130,7 +131,6 @@ def test_a_kill_mid_batch_loses_and_doubles_nothing(spark, tmp_path):
 
 
 @pytest.mark.kafka
-@pytest.mark.slow
 def test_banking_from_its_topics_matches_its_oracle(spark, kafka_broker, tmp_path):
     """With ``--source kafka`` the banking pipeline reads the transactions and accounts topics."""
     from kafka_broker import produce

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
 from lake_checks import assert_change_feed_audited, assert_lake_matches
 from oracle import expected_from
 
@@ -14,6 +15,8 @@ from medallion.streams.caught_up import has_read_everything
 from medallion.streams.flows import flow
 from medallion.streams.runner import run_available_now
 from medallion.tables import create_table, latest_checksum, read_table, row_count
+
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
 CUSTOMER_STREAMS = ("silver_customers", "gold_customer_changes")
 

@@ -15,6 +15,8 @@ from medallion.streams.runner import run_available_now
 from medallion.streams.sources import delta_stream
 from medallion.tables import ensure_tables
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 
 def _abandon_first_offset_write(checkpoint):
     """What a SIGKILL between writing and renaming ``offsets/0`` leaves behind."""

@@ -8,9 +8,13 @@ import logging
 import threading
 from decimal import Decimal
 
+import pytest
+
 from medallion.pipelines.retail.customers import gold_revenue_batch
 from medallion.streams.sinks import merge_into
 from medallion.tables import ensure_tables, read_table
+
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
 ROUNDS = 8
 

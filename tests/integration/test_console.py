@@ -9,11 +9,14 @@ import re
 import signal
 import subprocess
 
+import pytest
 from processes import MEDALLION, kill_group, run_medallion, start_medallion, wait_until
 
 from medallion.cli import main
 from medallion.pipelines import pipelines
 from medallion.pipelines.iot import generator as iot
+
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
 STEP = re.compile(r"(\w+) +OK +(?:[\d,]+ rows? +\d+ batch(?:es)? +[\d.]+ s|nothing new)")
 

@@ -25,6 +25,8 @@ from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table
 from medallion.transforms.bronze import to_bronze
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 # Scenario tests run only the flows they check, which saves minutes on a small machine.
 CHANGE_FLOWS = tuple(
     flow(n) for n in ("bronze_customers", "silver_customers", "gold_customer_changes")

@@ -27,6 +27,8 @@ from medallion.streams.progress import lake_table
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 

@@ -19,6 +19,8 @@ import pytest
 from medallion.cli import main
 from medallion.pipelines import register, unregister
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
 
 

@@ -21,6 +21,8 @@ from medallion.config import DeltaSourceOptions, TableRef
 from medallion.streams.sinks import merge_insert_new, merge_upsert
 from medallion.streams.sources import delta_stream
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 ROWS = "id BIGINT, value STRING"
 TIMEOUT = 180
 # Every option off, so a test turns on just the one it shows (the project's default skips

@@ -79,6 +79,7 @@ def test_a_documented_command_is_one_the_cli_takes(doc, argv, code):
     build_parser().parse_args(argv)  # exits 2 on an unknown flag or a missing argument
 
 
+@pytest.mark.slow
 def test_the_documented_commands_run_against_a_small_lake(reference_lake, tmp_path, capsys):
     landing, lake = copy_lake(reference_lake, tmp_path)
     places = {

@@ -24,6 +24,8 @@ from medallion.streams.fusion import FUSED_MARKER, RESET_MARKER
 from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table, unregister_table
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 MEMBERS = ("silver_events", "gold_hourly_product_metrics")
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timezone
 
+import pytest
 from deltalake import DeltaTable
 
 from medallion.config import Config
 from medallion.tables import read_table
+
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
 
 def _plain(value):

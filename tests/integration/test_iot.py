@@ -20,6 +20,8 @@ from medallion.pipelines.iot.generator import DATASET, reading_lines
 from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 FAULTS = FaultRates(duplicate=0.1, late=0.1, invalid=0.05, malformed=0.03)
 
 
@@ -122,7 +124,6 @@ def test_a_replayed_batch_writes_nothing_twice(spark, dirs):
 
 
 @pytest.mark.kafka
-@pytest.mark.slow
 def test_iot_from_its_topic_matches_its_oracle(spark, kafka_broker, tmp_path):
     """With ``--source kafka`` the IoT pipeline reads the topic of its dataset's name."""
     from kafka_broker import produce

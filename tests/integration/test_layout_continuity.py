@@ -11,6 +11,7 @@ import json
 import tarfile
 from pathlib import Path
 
+import pytest
 from lake_checks import assert_customers_match, assert_lake_matches
 from lake_copy import follow_move
 from oracle import expected_customers, expected_from
@@ -20,6 +21,8 @@ from medallion.pipelines import pipelines
 from medallion.pipelines.retail.generator import generate
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
+
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
 ARCHIVE = Path(__file__).resolve().parents[1] / "data" / "old-layout-lake.tar.gz"
 # The last commit whose retail tables and flows were not declared (pipelines/retail came next).

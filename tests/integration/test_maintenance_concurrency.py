@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from lake_checks import assert_lake_matches
 from oracle import expected_from
 from processes import committed_batches, wait_until
@@ -14,6 +15,8 @@ from medallion.ops.maintain import maintain
 from medallion.pipelines.retail.generator import generate
 from medallion.streams.runner import run_available_now
 from medallion.tables import history
+
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
 COMPACTED = ["bronze/events", "silver/events", "gold/hourly_product_metrics"]
 

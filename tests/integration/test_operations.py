@@ -24,6 +24,8 @@ from medallion.streams.progress import read_progress
 from medallion.streams.runner import run_available_now
 from medallion.tables import history, read_table
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 NEW_EVENT = (
     '{"event_id": "late-arrival", "event_type": "view", "user_id": "u1", "product_id": "p1", '
     '"event_timestamp": "2026-11-20T10:00:00Z"}'

@@ -34,6 +34,8 @@ from medallion.streams.sources import landing_lines
 from medallion.tables import read_table, table_exists
 from medallion.transforms.bronze import to_bronze
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 DAY = 24 * 3600
 
 

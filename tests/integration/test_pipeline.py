@@ -15,6 +15,8 @@ from medallion.pipelines.retail.generator import generate
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 HOSTILE_LINES = [
     '{"event_id": "h1", "event_type": "view", "user_id": "u1", "product_id": "p1", "event_timestamp": "2026-11-20T13:45:12Z"}',
     '{"event_id": "h2", "event_type": "purchase", "user_id": "u1", "product_id": "p1", "revenue": 12.5, "event_timestamp": "2026-11-20T13:45:12.120Z"}',

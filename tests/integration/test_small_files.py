@@ -23,6 +23,8 @@ from medallion.streams.progress import progress_table
 from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 BATCHES = 200
 CHECK_EVERY = 10
 
@@ -45,7 +47,6 @@ def files_after_each_commit(table: Path) -> list[tuple[str, int]]:
     return out
 
 
-@pytest.mark.slow
 def test_files_per_table_stay_bounded_over_200_micro_batches(spark, config):
     ensure_tables(spark, config)
     bronze = config.table("bronze/events")

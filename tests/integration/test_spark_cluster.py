@@ -39,7 +39,7 @@ def cluster(tmp_path):
 def test_one_delivery_on_a_standalone_cluster_equals_the_oracle(spark, cluster, tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     generated = run_medallion(
-        *("generate", "--landing", str(landing), "--events", "3000", "--customers", "300"),
+        *("generate", "--landing", str(landing), "--events", "1000", "--customers", "100"),
         *("--files", "2", "--seed", "23", "--pipeline", "retail"),
     )
     assert generated.returncode == 0, generated.stderr
