@@ -22,6 +22,8 @@ from medallion.streams.live import LiveStreams, render
 from medallion.streams.runner import PipelineError, run_available_now
 from medallion.tables import read_table
 
+pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
+
 
 def _event(n: int, **extra: object) -> str:
     record = {
