@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from processes import long_lived_jvm_env, short_lived_jvms_by_default
+from processes import LONG_LIVED_JVM_OPTIONS, short_lived_jvms_by_default
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -23,18 +21,6 @@ time.tzset()
 os.environ.setdefault("MEDALLION_SPARK_MASTER", "local[2]")
 os.environ.setdefault("MEDALLION_DRIVER_MEMORY", "3g")
 short_lived_jvms_by_default()
-
-
-@contextlib.contextmanager
-def _environment(env: dict[str, str]) -> Iterator[None]:
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -52,7 +38,8 @@ def spark():
     """The one SparkSession of the test run (local delta-spark, UTC, UI off)."""
     from medallion.session import get_spark
 
-    with _environment(long_lived_jvm_env()):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MEDALLION_JAVA_OPTIONS", LONG_LIVED_JVM_OPTIONS)
         session = get_spark(app_name="medallion-tests")
     yield session
     session.stop()

@@ -18,7 +18,8 @@ MEDALLION = str(Path(sys.executable).with_name("medallion"))
 # default code cache (48 MB) fills within a minute of Spark, hence the larger one
 # (docs/testing.md). MEDALLION_JAVA_OPTIONS, when set, applies to every JVM instead.
 SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
-_GIVEN_JAVA_OPTIONS = os.environ.get("MEDALLION_JAVA_OPTIONS")
+# Those given, else none (empty: the JVM's defaults).
+LONG_LIVED_JVM_OPTIONS = os.environ.get("MEDALLION_JAVA_OPTIONS", "")
 
 
 def short_lived_jvms_by_default() -> None:
@@ -29,12 +30,7 @@ def short_lived_jvms_by_default() -> None:
 
 def long_lived_jvm_env() -> dict[str, str]:
     """The environment for a JVM that serves many runs: the shared session, a notebook kernel."""
-    env = dict(os.environ)
-    if _GIVEN_JAVA_OPTIONS is None:
-        env.pop("MEDALLION_JAVA_OPTIONS", None)
-    else:
-        env["MEDALLION_JAVA_OPTIONS"] = _GIVEN_JAVA_OPTIONS
-    return env
+    return {**os.environ, "MEDALLION_JAVA_OPTIONS": LONG_LIVED_JVM_OPTIONS}
 
 
 def start_medallion(
