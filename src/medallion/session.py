@@ -65,6 +65,17 @@ LOCAL_SPARK_CONF: dict[str, str] = {
     "spark.databricks.delta.autoCompact.enabled": "false",
     "spark.databricks.delta.optimizeWrite.enabled": "false",
     "spark.databricks.delta.optimize.minFileSize": str(32 * 1024 * 1024),
+    # Renames on the local disk through Hadoop's FileSystem, not its FileContext: without
+    # Hadoop's native library, FileContext forks a `readlink` process for each side of every
+    # rename (about 500 a retail run, 3 s of it). The checkpoint's files and Delta's commits
+    # are renamed into place as before: written to a temporary file first, and a commit never
+    # replaces one that exists (LocalLogStore checks and renames under one lock, as
+    # HDFSLogStore does on a local disk). docs/development.md has the measurements.
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing."
+        "FileSystemBasedCheckpointFileManager"
+    ),
+    "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
 }
 
 # medallion's own local sessions evaluate queries rather than compile them to Java: a stream's
