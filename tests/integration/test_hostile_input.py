@@ -1,5 +1,6 @@
 """The hostile corpus in tests/data/hostile: every line lands in bronze, then in silver or in
-quarantine with the specific reason EXPECTED.json gives; nothing crashes."""
+quarantine with the specific reason EXPECTED.json gives; nothing crashes. Its line over 10 MiB
+is written at test time (tests/data/make_hostile_corpus.py), not kept in git."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+from data.make_hostile_corpus import MADE_AT_TEST_TIME, write_made_at_test_time
 from lake_checks import assert_lake_matches
 from oracle import event_is_valid, expected_from, read_file_lines
 
@@ -19,6 +21,8 @@ CORPUS = Path(__file__).resolve().parents[1] / "data" / "hostile"
 def test_hostile_corpus_lands_as_the_contract_says(spark, config, dirs):
     landing, _ = dirs
     shutil.copytree(CORPUS, landing / "events", ignore=shutil.ignore_patterns("EXPECTED.json"))
+    write_made_at_test_time(landing / "events")
+    assert all((landing / "events" / name).stat().st_size > 10 << 20 for name in MADE_AT_TEST_TIME)
     report = run_available_now(spark, config)
 
     expected = expected_from(landing)
