@@ -69,8 +69,8 @@ LOCAL_SPARK_CONF: dict[str, str] = {
     # Hadoop's native library, FileContext forks a `readlink` process for each side of every
     # rename (about 500 a retail run, 3 s of it). The checkpoint's files and Delta's commits
     # are renamed into place as before: written to a temporary file first, and a commit never
-    # replaces one that exists (LocalLogStore checks and renames under one lock, as
-    # HDFSLogStore does on a local disk). docs/development.md has the measurements.
+    # replaces one that exists (LocalLogStore checks and renames under one lock in the JVM).
+    # docs/development.md has the measurements.
     "spark.sql.streaming.checkpointFileManagerClass": (
         "org.apache.spark.sql.execution.streaming.checkpointing."
         "FileSystemBasedCheckpointFileManager"
