@@ -103,6 +103,39 @@ def test_the_wheel_artifact_is_built_with_standard_tooling(bundle):
     assert any(d.startswith("build") for d in extra), "the build tool is declared"
 
 
+# The CLI versions that the bundle's features need (from the CLI's changelog): dashboards
+# placed with dataset_catalog/dataset_schema (0.281), a run_as identity beside a dashboard
+# (0.297).
+DATASET_PLACEMENT_CLI = (0, 281, 0)
+RUN_AS_WITH_DASHBOARD_CLI = (0, 297, 0)
+
+
+def _least_cli_version(constraint: str) -> tuple[int, ...]:
+    """The least version a ``databricks_cli_version`` constraint allows (its ``>=`` bound)."""
+    bounds = re.findall(r">=\s*(\d+)\.(\d+)\.(\d+)", constraint)
+    assert bounds, f"no lower bound in {constraint!r}"
+    return max(tuple(int(part) for part in bound) for bound in bounds)
+
+
+def test_the_cli_version_pin_allows_no_cli_too_old_for_the_bundle():
+    documents = [yaml.safe_load(path.read_text()) or {} for path in BUNDLE_FILES]
+    constraint = documents[0]["bundle"]["databricks_cli_version"]
+    dashboards = [
+        dashboard
+        for document in documents
+        for dashboard in ((document.get("resources") or {}).get("dashboards") or {}).values()
+    ]
+    targets = (documents[0].get("targets") or {}).values()
+    needed = (0, 0, 0)
+    if any("dataset_catalog" in d or "dataset_schema" in d for d in dashboards):
+        needed = max(needed, DATASET_PLACEMENT_CLI)
+    if dashboards and any("run_as" in (target or {}) for target in targets):
+        needed = max(needed, RUN_AS_WITH_DASHBOARD_CLI)
+    assert needed == RUN_AS_WITH_DASHBOARD_CLI  # what this bundle uses today
+    assert _least_cli_version(constraint) >= needed, constraint
+    assert _least_cli_version(">= 0.250.0") < needed  # the pin documented before
+
+
 def test_every_variable_used_is_declared_and_has_a_value_in_every_target(bundle):
     declared = set(bundle.declared_variables())
     used = set()
