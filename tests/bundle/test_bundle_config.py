@@ -136,6 +136,15 @@ def test_the_cli_version_pin_allows_no_cli_too_old_for_the_bundle():
     assert _least_cli_version(">= 0.250.0") < needed  # the pin documented before
 
 
+def test_the_warehouse_is_given_per_deploy_and_looked_up_in_no_target(bundle):
+    warehouse = bundle.declared_variables()["warehouse_id"]
+    assert "lookup" not in warehouse and "default" not in warehouse
+    for target in bundle.targets:
+        assert "warehouse_id" not in (bundle.target(target).get("variables") or {}), target
+    given = bundle.variable_values("prod", {"warehouse_id": "abc123"})
+    assert given["warehouse_id"] == "abc123"
+
+
 def test_every_variable_used_is_declared_and_has_a_value_in_every_target(bundle):
     declared = set(bundle.declared_variables())
     used = set()
