@@ -188,6 +188,34 @@ def test_targets_name_and_place_things_as_documented(bundle):
     assert local.parameters["file_source"] == "files"
 
 
+def created_schema(bundle, target: str, schema: str, user_name: str) -> str:
+    """The name a deploy gives the schema resource, as the CLI names it: prefixed
+    ``dev_<short name>_`` in development mode unless ``skip_name_prefix_for_schema``."""
+    from medallion.bundle.resolve import short_name
+
+    skip = (bundle.config.get("experimental") or {}).get("skip_name_prefix_for_schema")
+    if bundle.targets[target].get("mode") == "development" and not skip:
+        return f"dev_{short_name(user_name)}_{schema}"
+    return schema
+
+
+@pytest.mark.parametrize("target", ["dev", "prod"])
+def test_every_path_and_name_points_at_the_schema_the_deploy_creates(bundle, target):
+    user = "Jane.Doe@example.com"
+    resources = yaml.safe_load((ROOT / "resources" / "medallion_schema.yml").read_text())
+    declared = resources["resources"]["schemas"]["medallion"]["name"]
+    assert declared == "${var.schema}"
+    for job in bundle.jobs(target, user_name=user).values():
+        params = job.parameters
+        schema = created_schema(bundle, target, params["schema"], user)
+        assert schema == params["schema"], job.key
+        for key in ("landing", "checkpoint_root"):
+            assert params[key].startswith(f"/Volumes/{params['catalog']}/{schema}/"), (job.key, key)
+    dashboard = yaml.safe_load((ROOT / "resources" / "medallion_dashboard.yml").read_text())
+    (placed,) = dashboard["resources"]["dashboards"].values()
+    assert placed["dataset_schema"] == "${var.schema}"  # the same variable, unprefixed
+
+
 def test_the_jobs_have_the_documented_shape(bundle):
     jobs = bundle.jobs("dev", user_name="someone@example.com")
     pipeline, serverless = jobs["medallion_pipeline"], jobs["medallion_pipeline_serverless"]
