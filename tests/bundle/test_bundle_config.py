@@ -14,7 +14,13 @@ import pytest
 import yaml
 from bundle_support import ROOT
 
-from medallion.bundle.resolve import LOCAL_TARGET, Bundle, BundleError, task_parameters
+from medallion.bundle.resolve import (
+    LOCAL_TARGET,
+    Bundle,
+    BundleError,
+    short_name,
+    task_parameters,
+)
 from medallion.cli import main
 from medallion.layers import select_flows
 from medallion.pipelines import pipelines
@@ -191,8 +197,6 @@ def test_targets_name_and_place_things_as_documented(bundle):
 def created_schema(bundle, target: str, schema: str, user_name: str) -> str:
     """The name a deploy gives the schema resource, as the CLI names it: prefixed
     ``dev_<short name>_`` in development mode unless ``skip_name_prefix_for_schema``."""
-    from medallion.bundle.resolve import short_name
-
     skip = (bundle.config.get("experimental") or {}).get("skip_name_prefix_for_schema")
     if bundle.targets[target].get("mode") == "development" and not skip:
         return f"dev_{short_name(user_name)}_{schema}"
