@@ -123,19 +123,22 @@ def _least_cli_version(constraint: str) -> tuple[int, ...]:
     return max(tuple(int(part) for part in bound) for bound in bounds)
 
 
-def test_the_cli_version_pin_allows_no_cli_too_old_for_the_bundle():
-    documents = [yaml.safe_load(path.read_text()) or {} for path in BUNDLE_FILES]
-    constraint = documents[0]["bundle"]["databricks_cli_version"]
-    dashboards = [
-        dashboard
-        for document in documents
-        for dashboard in ((document.get("resources") or {}).get("dashboards") or {}).values()
-    ]
-    targets = (documents[0].get("targets") or {}).values()
+def declared_resources(bundle, kind: str) -> dict[str, dict]:
+    """The resources of one kind (``dashboards``, ``schemas``) that the bundle's files declare."""
+    return {
+        key: spec or {}
+        for data in bundle.files.values()
+        for key, spec in ((data.get("resources") or {}).get(kind) or {}).items()
+    }
+
+
+def test_the_cli_version_pin_allows_no_cli_too_old_for_the_bundle(bundle):
+    constraint = bundle.config["bundle"]["databricks_cli_version"]
+    dashboards = declared_resources(bundle, "dashboards").values()
     needed = (0, 0, 0)
     if any("dataset_catalog" in d or "dataset_schema" in d for d in dashboards):
         needed = max(needed, DATASET_PLACEMENT_CLI)
-    if dashboards and any("run_as" in (target or {}) for target in targets):
+    if dashboards and any("run_as" in target for target in bundle.targets.values()):
         needed = max(needed, RUN_AS_WITH_DASHBOARD_CLI)
     assert needed == RUN_AS_WITH_DASHBOARD_CLI  # what this bundle uses today
     assert _least_cli_version(constraint) >= needed, constraint
@@ -206,17 +209,14 @@ def created_schema(bundle, target: str, schema: str, user_name: str) -> str:
 @pytest.mark.parametrize("target", ["dev", "prod"])
 def test_every_path_and_name_points_at_the_schema_the_deploy_creates(bundle, target):
     user = "Jane.Doe@example.com"
-    resources = yaml.safe_load((ROOT / "resources" / "medallion_schema.yml").read_text())
-    declared = resources["resources"]["schemas"]["medallion"]["name"]
-    assert declared == "${var.schema}"
+    assert declared_resources(bundle, "schemas")["medallion"]["name"] == "${var.schema}"
     for job in bundle.jobs(target, user_name=user).values():
         params = job.parameters
         schema = created_schema(bundle, target, params["schema"], user)
         assert schema == params["schema"], job.key
         for key in ("landing", "checkpoint_root"):
             assert params[key].startswith(f"/Volumes/{params['catalog']}/{schema}/"), (job.key, key)
-    dashboard = yaml.safe_load((ROOT / "resources" / "medallion_dashboard.yml").read_text())
-    (placed,) = dashboard["resources"]["dashboards"].values()
+    (placed,) = declared_resources(bundle, "dashboards").values()
     assert placed["dataset_schema"] == "${var.schema}"  # the same variable, unprefixed
 
 

@@ -10,8 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pathspec
-import yaml
 from bundle_support import ROOT
+
+from medallion.bundle.resolve import Bundle
 
 # The workspace's import limit: 10 MiB.
 IMPORT_LIMIT_BYTES = 10 * 1024 * 1024
@@ -32,7 +33,7 @@ def _git_files(root: Path, *options: str) -> set[str]:
 
 def synced_files(root: Path) -> set[str]:
     """The bundle-relative paths a deploy of the bundle at ``root`` uploads."""
-    sync = (yaml.safe_load((root / "databricks.yml").read_text()) or {}).get("sync") or {}
+    sync = Bundle(root).config.get("sync") or {}
     files = _git_files(root) | _git_files(root, "--others", "--exclude-standard")
     files = {name for name in files if (root / name).is_file()}
     if sync.get("include"):
