@@ -1,16 +1,21 @@
-"""What an exactly-once write costs in Delta: appends with and without txnAppId/txnVersion.
+"""What an exactly-once write costs: appends untagged, with txnAppId/txnVersion, and tagged
+with their batch as medallion writes them (streams/exactly_once.py).
 
     .venv/bin/python benchmarks/tagged_writes.py [--rows 3000] [--writes 30] [--workdir DIR]
 
-Every write of a medallion stream carries (``txnAppId``, ``txnVersion``) so that a replayed
-batch writes nothing twice. Delta checks the pair against the table's recorded transactions
+Delta's way of making a replayed batch write nothing twice is (``txnAppId``, ``txnVersion``)
+on every write. Delta checks the pair against the table's recorded transactions
 (``OptimisticTransaction.txnVersion``), which Delta 4.4 reads from the snapshot's reconstructed
 state (``Snapshot.setTransactions`` -> ``computedState``), not from the version's checksum
 file. Every commit makes a new snapshot, so every tagged write pays a state reconstruction:
 Spark jobs over the log, whatever the size of the write.
 
-This times ``--writes`` appends of ``--rows`` rows to one table, untagged and then tagged
-(alternating, after a warm-up), and counts the Spark jobs of each. Prints one
+medallion tags each write with its batch in the commit's ``userMetadata`` instead, and only a
+batch that may be a replay (a query's first) reads the log's newest commits to look for its
+tag, as JSON, without a Spark job. This times ``--writes`` appends of ``--rows`` rows to one
+table of each kind in turn (after a warm-up): ``untagged``, ``tagged`` (Delta's pair),
+``batch_tag`` (medallion, a batch after a completed one) and ``batch_tag_replay`` (medallion, a
+possible replay that reads the log first), and counts the Spark jobs of each. Prints one
 ``BENCH_RESULT`` line: median seconds and jobs per write of each kind.
 """
 
@@ -26,6 +31,7 @@ from peers.common import finish, session
 
 from medallion.config import TableRef
 from medallion.declarations import APPEND_ONLY
+from medallion.streams.exactly_once import BatchWrites
 from medallion.streams.sinks import append_batch
 from medallion.tables import create_delta_table
 
@@ -45,14 +51,19 @@ def main() -> None:
     create_delta_table(spark, table, "id BIGINT, value STRING", dict(APPEND_ONLY))
     rows = spark.range(args.rows).selectExpr("id", "CAST(id AS STRING) AS value").persist()
     rows.count()
-    seconds: dict[str, list[float]] = {"untagged": [], "tagged": []}
-    jobs: dict[str, list[int]] = {"untagged": [], "tagged": []}
-    for n in range(-3, args.writes):  # three warm-up pairs first
-        for kind in ("untagged", "tagged"):
+    kinds = ("untagged", "tagged", "batch_tag", "batch_tag_replay")
+    seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
+    jobs: dict[str, list[int]] = {kind: [] for kind in kinds}
+    for n in range(-3, args.writes):  # three warm-up rounds first
+        for kind in kinds:
             group = f"{kind}-{n}"
             context.setJobGroup(group, group)
             started = time.monotonic()
-            append_batch(rows, table, txn=("bench", n + 3) if kind == "tagged" else None)
+            if kind.startswith("batch_tag"):
+                writes = BatchWrites(spark, n + 3, replay=kind == "batch_tag_replay")
+                assert writes.append(rows, table, f"bench:{kind}")
+            else:
+                append_batch(rows, table, txn=("bench", n + 3) if kind == "tagged" else None)
             if n >= 0:
                 seconds[kind].append(time.monotonic() - started)
                 jobs[kind].append(len(context.statusTracker().getJobIdsForGroup(group)))
@@ -62,7 +73,9 @@ def main() -> None:
         **{f"{kind}_median_s": round(statistics.median(seconds[kind]), 3) for kind in seconds},
         **{f"{kind}_jobs_per_write": statistics.median(jobs[kind]) for kind in jobs},
     }
-    result["tagged_extra_s"] = round(result["tagged_median_s"] - result["untagged_median_s"], 3)
+    for kind in kinds[1:]:
+        extra = result[f"{kind}_median_s"] - result["untagged_median_s"]
+        result[f"{kind}_extra_s"] = round(extra, 3)
     shutil.rmtree(folder, ignore_errors=True)
     finish(result)
 

@@ -108,4 +108,7 @@ def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
     # A tagged write costs Delta a rebuild of the table's state: more Spark jobs than untagged.
     tagged = results["tagged_writes"]
     assert tagged["tagged_jobs_per_write"] > tagged["untagged_jobs_per_write"] >= 1
+    # medallion's batch tag costs no more jobs than an untagged append, replay check included.
+    assert tagged["batch_tag_jobs_per_write"] == tagged["untagged_jobs_per_write"]
+    assert tagged["batch_tag_replay_jobs_per_write"] == tagged["untagged_jobs_per_write"]
     assert "Tagged writes:" in table

@@ -3,8 +3,8 @@
 Delta's optimistic concurrency fails a transaction when a concurrent commit removed files it
 read (``DELTA_CONCURRENT_DELETE_READ``), for example a MERGE racing ``OPTIMIZE`` on the same
 table. Nothing of the failed transaction is committed, so running it again against the new
-snapshot is safe; writes inside ``foreachBatch`` also carry ``txnAppId``/``txnVersion``, so a
-retry can never apply a batch twice.
+snapshot is safe; writes inside ``foreachBatch`` are also tagged with their batch
+(streams/exactly_once.py), so a retry can never apply a batch twice.
 """
 
 from __future__ import annotations

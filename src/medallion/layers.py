@@ -149,8 +149,8 @@ def run_flows(
     ``stop`` is set (by default, until SIGINT or SIGTERM).
 
     Over Spark Connect (serverless, standard access mode, Databricks Connect) every
-    ``foreachBatch`` function runs in the client's one session, so the ``txnAppId`` and
-    ``txnVersion`` confs that make its writes idempotent are not private to a stream there.
+    ``foreachBatch`` function runs in the client's one session, so the confs that tag its
+    MERGEs with their batch (streams/exactly_once.py) are not private to a stream there.
     Available-now runs therefore run one flow at a time on such a session; a streaming run
     with several flows is allowed but warned about (give each its own task instead).
     """
@@ -161,7 +161,7 @@ def run_flows(
         if connect and len(flows) > 1:
             log.warning(
                 "%d streams share one Spark Connect session: their foreachBatch writes share "
-                "its txnAppId/txnVersion confs; run one flow per task for exactly-once writes",
+                "the confs that tag them; run one flow per task for exactly-once writes",
                 len(flows),
             )
         return run_streaming(spark, config, stop or stop_on_signals(), flows)

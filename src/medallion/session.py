@@ -79,7 +79,7 @@ LOCAL_SPARK_CONF: dict[str, str] = {
 }
 
 # medallion's own local sessions evaluate queries rather than compile them to Java: a stream's
-# batches and Delta's reads of its own log (for every write tagged with txnAppId) are small,
+# batches and Delta's reads of its own log (a MERGE's snapshot, its file list) are small,
 # and generating their code each time took a third of a streaming run's CPU. Large batches of
 # events are compiled all the same (pipelines/retail/events.py).
 INTERPRETED_QUERIES: dict[str, str] = {

@@ -78,13 +78,42 @@ def commit_actions(spark: SparkSession, table: TableRef, version: int) -> list[d
     return [json.loads(line) for line in text.split("\n") if line.strip()]
 
 
+# The key of medallion's tag in a commit's ``userMetadata`` (streams/exactly_once.py).
+BATCH_TAG_KEY = "medallion_batch"
+
+
+def commit_tags(actions: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Which stream batches wrote a commit: app id -> batch id, from its ``txn`` actions
+    (Delta's idempotent writes and its streaming sink) and from the tag medallion puts in its
+    ``commitInfo.userMetadata`` (streams/exactly_once.py)."""
+    tags = {a["txn"]["appId"]: int(a["txn"]["version"]) for a in actions if "txn" in a}
+    for action in actions:
+        metadata = (action.get("commitInfo") or {}).get("userMetadata")
+        if not metadata or BATCH_TAG_KEY not in metadata:
+            continue
+        try:
+            tag = json.loads(metadata)[BATCH_TAG_KEY]
+            tags[str(tag["app"])] = int(tag["batch"])
+        except (ValueError, TypeError, KeyError):
+            continue  # someone else's metadata that happens to mention the key
+    return tags
+
+
+def commit_timestamp(actions: Sequence[dict[str, Any]]) -> int | None:
+    """When a commit was made (ms since the epoch): its in-commit timestamp when the table
+    keeps them, else the writer's clock in its ``commitInfo``; None when it has neither."""
+    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    value = info.get("inCommitTimestamp", info.get("timestamp"))
+    return int(value) if value is not None else None
+
+
 @dataclass(frozen=True)
 class Commit:
     """What a commit did, as far as a reader of the table's rows is concerned."""
 
     version: int
     changes_data: bool  # added or removed a file with ``dataChange`` (OPTIMIZE does not)
-    transactions: dict[str, int]  # its ``txn`` actions: appId -> txnVersion
+    transactions: dict[str, int]  # the batches that wrote it: app id -> batch (commit_tags)
 
 
 def commits_after(spark: SparkSession, table: TableRef, version: int) -> list[Commit]:
@@ -103,7 +132,7 @@ def commits_after(spark: SparkSession, table: TableRef, version: int) -> list[Co
             Commit(
                 number,
                 any(f.get("dataChange", True) for f in files),
-                {a["txn"]["appId"]: int(a["txn"]["version"]) for a in actions if "txn" in a},
+                commit_tags(actions),
             )
         )
     return commits

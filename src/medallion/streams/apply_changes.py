@@ -10,13 +10,8 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.faults import pause_point
-from medallion.streams.sinks import (
-    BatchFactory,
-    append_batch,
-    idempotent_writes,
-    merge_into,
-    transaction_app_id,
-)
+from medallion.streams.exactly_once import ReplayGuard
+from medallion.streams.sinks import BatchFactory, transaction_app_id
 from medallion.tables import read_table
 from medallion.transforms.change_records import (
     ChangeRecords,
@@ -66,14 +61,15 @@ def apply_changes_batches(
     the rest: newer UPDATE/INSERT rows replace older ones, a newer DELETE removes the row (a
     ``delete`` in the Change Data Feed), older changes change nothing. Each key's newest DELETE
     is kept in the tombstones (whether or not a newer change followed it in the batch), so that
-    an older change arriving later cannot bring the key back; a newer INSERT can. All writes
-    carry ``txnAppId``/``txnVersion``.
+    an older change arriving later cannot bring the key back; a newer INSERT can. Each write
+    happens once per batch (streams/exactly_once.py).
     """
 
     def make_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
         state, tombstones = config.table(state_key), config.table(tombstones_key)
         quarantine = config.table(quarantine_key)
         app_id = transaction_app_id(stream_name, checkpoint)
+        guard = ReplayGuard(checkpoint)
         clauses = apply_changes_clauses(records)
 
         def process(batch: DataFrame, batch_id: int) -> None:
@@ -92,18 +88,15 @@ def apply_changes_batches(
                 deletes = latest_change_per_key(
                     records, changes.where("operation = 'DELETE'")
                 ).select(*records.tombstone_columns)
-                with idempotent_writes(spark, app_id(spark), batch_id):
+                with guard.batch(spark, batch_id) as writes:
+                    app = app_id(spark)
                     if invalid_count:
-                        append_batch(quarantined_changes(records, validated), quarantine)
-                    merge_into(
-                        spark,
-                        state,
-                        live.select(*records.change_columns),
-                        [records.key],
-                        clauses,
+                        writes.append(quarantined_changes(records, validated), quarantine, app)
+                    writes.merge(
+                        state, live.select(*records.change_columns), [records.key], clauses, app
                     )
                     pause_point(f"{stream_name}:{state.name}_merged")  # crash tests only
-                    merge_into(spark, tombstones, deletes, [records.key], _RECORD_TOMBSTONES)
+                    writes.merge(tombstones, deletes, [records.key], _RECORD_TOMBSTONES, app)
             finally:
                 validated.unpersist()
 

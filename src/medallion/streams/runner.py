@@ -520,8 +520,8 @@ def _drain(
     skipped: set[str] = set()  # flows with nothing to read: never started
     seconds: dict[str, float] = {}
     restarts: dict[str, int] = {}
-    # Over Spark Connect every foreachBatch shares the client's session, so the txnAppId /
-    # txnVersion confs of concurrent flows could tag each other's writes: run them one by one.
+    # Over Spark Connect every foreachBatch shares the client's session, so the confs that tag
+    # concurrent flows' MERGEs could tag each other's writes: run them one by one.
     one_at_a_time = is_connect_session(spark)
     try:
         while waiting or running:
@@ -671,7 +671,7 @@ def _run_streaming(
     if is_connect_session(spark):
         raise PipelineError(
             "a continuous run over Spark Connect is not supported: its foreachBatch functions "
-            "share one session, so their txnAppId/txnVersion settings could skip each other's "
+            "share one session, so the settings that tag their writes could skip each other's "
             "writes. Run available-now over Connect, or --stream on a classic cluster or locally."
         )
     fusions = {f.head.name: f for f in fusion.plans(spark, config, flows)}

@@ -80,16 +80,20 @@ def append_batch(
     table: TableRef,
     merge_schema: bool = False,
     txn: tuple[str, int] | None = None,
+    user_metadata: str | None = None,
 ) -> None:
     """Append a batch DataFrame to a Delta table (by path locally, by name in Unity Catalog);
     ``merge_schema`` adds the DataFrame's new columns to the table. ``txn`` is the write's
     (``txnAppId``, ``txnVersion``) as options of this write alone, for writes that run side by
-    side in one session (:func:`idempotent_writes` tags every write of the session)."""
+    side in one session (:func:`idempotent_writes` tags every write of the session), and
+    ``user_metadata`` its commit's ``userMetadata``."""
     writer = df.write.format("delta").mode("append")
     if merge_schema:
         writer = writer.option("mergeSchema", "true")
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
+    if user_metadata is not None:
+        writer = writer.option("userMetadata", user_metadata)
     if table.path is not None:
         writer.save(table.path)
     else:
@@ -173,31 +177,6 @@ def start_foreach_batch(
 
 
 BatchFactory = Callable[[Config, str], Callable[[DataFrame, int], None]]
-
-
-def merging_batches(
-    stream_name: str,
-    table_key: str,
-    rows: Callable[[DataFrame], DataFrame],
-    keys: Sequence[str],
-    clauses: str,
-) -> BatchFactory:
-    """The batch factory of a stream that MERGEs ``rows(batch)`` into one table on ``keys``
-    with ``clauses``, tagged with the stream's ``txnAppId`` and the batch id: a batch replayed
-    after a crash merges nothing twice."""
-
-    def make_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
-        table = config.table(table_key)
-        app_id = transaction_app_id(stream_name, checkpoint)
-
-        def process(batch: DataFrame, batch_id: int) -> None:
-            spark = batch.sparkSession
-            with idempotent_writes(spark, app_id(spark), batch_id):
-                merge_into(spark, table, rows(batch), keys, clauses)
-
-        return process
-
-    return make_batch
 
 
 def start_delta_foreach_batch(

@@ -1,6 +1,6 @@
 """The banking pipeline's streams: how each starts, and what each does with a micro-batch.
 
-Every write carries the stream's ``txnAppId`` and the batch id as ``txnVersion``, so a batch
+Every write is tagged with the stream and the batch id (streams/exactly_once.py), so a batch
 replayed after a crash writes nothing twice.
 """
 
@@ -32,11 +32,10 @@ from medallion.pipelines.banking.transforms import (
     screen,
 )
 from medallion.streams.apply_changes import apply_changes_batches
+from medallion.streams.exactly_once import ReplayGuard, merging_batches
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.sinks import (
     Trigger,
-    append_batch,
-    merging_batches,
     start_append,
     start_delta_foreach_batch,
     transaction_app_id,
@@ -88,21 +87,24 @@ def transactions_batch(config: Config, checkpoint: str) -> Batch:
     app_id = transaction_app_id("silver_transactions", checkpoint)
     known = KnownKeys(silver, ("transaction_id",), kept_keys(checkpoint, silver))
     rules = AlertRules.from_config(config)
+    guard = ReplayGuard(checkpoint)
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         validated = validate_transactions(batch).persist()
         firsts = first_arrivals(validated).persist()
         try:
-            txn = (app_id(spark), batch_id)
-            if validated.where(F.col("reason").isNotNull()).limit(1).count():
-                append_batch(quarantined_transactions(validated), quarantine, txn=txn)
-            pause_point("silver_transactions:quarantined")  # crash tests only
-            unseen, hashes = known.new_rows(spark, firsts)
-            if len(hashes[0]):
-                screened = screen(unseen.drop(*HASH_COLUMNS), read_table(spark, accounts), rules)
-                append_batch(screened, silver, txn=txn)
-                known.added(spark, hashes, txn)
+            with guard.batch(spark, batch_id) as writes:
+                app = app_id(spark)
+                if validated.where(F.col("reason").isNotNull()).limit(1).count():
+                    writes.append(quarantined_transactions(validated), quarantine, app)
+                pause_point("silver_transactions:quarantined")  # crash tests only
+                unseen, hashes = known.new_rows(spark, firsts)
+                if len(hashes[0]):
+                    accounts_now = read_table(spark, accounts)
+                    screened = screen(unseen.drop(*HASH_COLUMNS), accounts_now, rules)
+                    writes.append(screened, silver, app)
+                    known.added(spark, hashes, writes.tag(app))
         finally:
             firsts.unpersist()
             validated.unpersist()

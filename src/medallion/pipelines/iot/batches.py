@@ -1,6 +1,6 @@
 """The IoT pipeline's streams: how each starts, and what each does with a micro-batch.
 
-Every write carries the stream's ``txnAppId`` and the batch id as ``txnVersion``, so a batch
+Every write is tagged with the stream and the batch id (streams/exactly_once.py), so a batch
 replayed after a crash writes nothing twice.
 """
 
@@ -23,11 +23,10 @@ from medallion.pipelines.iot.transforms import (
     minute_increments,
     quarantined_readings,
 )
+from medallion.streams.exactly_once import ReplayGuard, merging_batches
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.sinks import (
     Trigger,
-    append_batch,
-    merging_batches,
     start_append,
     start_delta_foreach_batch,
     transaction_app_id,
@@ -53,19 +52,21 @@ def silver_batch(config: Config, checkpoint: str) -> Batch:
     silver, quarantine = config.table(t.SILVER.key), config.table(t.QUARANTINE.key)
     app_id = transaction_app_id("silver_device_readings", checkpoint)
     known = KnownKeys(silver, KEY, kept_keys(checkpoint, silver))
+    guard = ReplayGuard(checkpoint)
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         validated = validate_readings(batch).persist()
         firsts = first_arrivals(validated).persist()
         try:
-            txn = (app_id(spark), batch_id)
-            if validated.where(F.col("reason").isNotNull()).limit(1).count():
-                append_batch(quarantined_readings(validated), quarantine, txn=txn)
-            unseen, hashes = known.new_rows(spark, firsts)
-            if len(hashes[0]):
-                append_batch(unseen.drop(*HASH_COLUMNS), silver, txn=txn)
-                known.added(spark, hashes, txn)
+            with guard.batch(spark, batch_id) as writes:
+                app = app_id(spark)
+                if validated.where(F.col("reason").isNotNull()).limit(1).count():
+                    writes.append(quarantined_readings(validated), quarantine, app)
+                unseen, hashes = known.new_rows(spark, firsts)
+                if len(hashes[0]):
+                    writes.append(unseen.drop(*HASH_COLUMNS), silver, app)
+                    known.added(spark, hashes, writes.tag(app))
         finally:
             firsts.unpersist()
             validated.unpersist()

@@ -17,10 +17,9 @@ from medallion.pipelines.retail.transforms.customers import (
     validate_changes,
 )
 from medallion.streams.apply_changes import apply_changes_batches
+from medallion.streams.exactly_once import ReplayGuard
 from medallion.streams.sinks import (
     Trigger,
-    idempotent_writes,
-    merge_into,
     start_append,
     start_delta_foreach_batch,
     transaction_app_id,
@@ -89,13 +88,14 @@ def gold_revenue_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, 
 
     Each purchase of the batch is joined with ``silver/customers`` as it is now (a
     stream-static join), counted under its customer's country or ``unknown``, and the
-    batch's totals are added to gold by a MERGE that carries ``txnAppId``/``txnVersion``:
-    a replayed batch is skipped, so no purchase is counted twice.
+    batch's totals are added to gold by a MERGE that happens once per batch
+    (streams/exactly_once.py): a replayed batch is skipped, so no purchase is counted twice.
     """
     customers = config.table("silver/customers")
     gold = config.table("gold/daily_revenue_by_country")
 
     app_id = transaction_app_id("gold_daily_revenue_by_country", checkpoint)
+    guard = ReplayGuard(checkpoint)
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -106,8 +106,8 @@ def gold_revenue_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, 
             totals = daily_revenue_by_country(
                 enrich_purchases(purchases, read_table(spark, customers))
             )
-            with idempotent_writes(spark, app_id(spark), batch_id):
-                merge_into(spark, gold, totals, ["event_date", "country"], _ADD_REVENUE)
+            with guard.batch(spark, batch_id) as writes:
+                writes.merge(gold, totals, ["event_date", "country"], _ADD_REVENUE, app_id(spark))
         finally:
             purchases.unpersist()
 

@@ -5,17 +5,17 @@ from its Delta source, while a rebuilt layer catches up (streams/fusion.py).
 A fused batch parses each line once: the same projection gives bronze its rows and silver
 its verdicts. Its writes, the first three side by side:
 
-1. bronze: every line (``txnAppId`` = the query id, as Delta's own streaming sink tags it, so
-   a batch that sink committed before is skipped too);
+1. bronze: every line (tagged with the query id, as Delta's own streaming sink tags it, so a
+   batch that sink committed before is skipped too);
 2. the quarantine: the invalid lines;
 3. silver: the valid events whose ``event_id`` silver does not hold yet (first arrival wins;
    which ids silver holds is kept in memory, streams/known_keys.py);
 4. then gold: what those rows add to ``gold/hourly_product_metrics``, then the user keys they
    counted into ``gold/hourly_product_users``.
 
-Writes 2-4 carry ``txnAppId`` = ``medallion:<stream>:<query id>``; every write carries
-``txnVersion`` = the batch id, so a replayed batch writes nothing twice, whichever of them
-committed before a crash. Gold adds the rows this batch inserted into silver: found before
+Writes 2-4 are tagged ``medallion:<stream>:<query id>``; every write is tagged with the batch
+id, and a replayed batch writes nothing twice, whichever of them committed before a crash
+(streams/exactly_once.py). Gold adds the rows this batch inserted into silver: found before
 silver's append, or, when a crash came between silver's commit and gold's, found again in
 silver by their ingestion time and file.
 """
@@ -51,13 +51,9 @@ from medallion.pipelines.retail.transforms.silver import (
 )
 from medallion.session import is_connect_session
 from medallion.storage import local_path
+from medallion.streams.exactly_once import BatchWrites, ReplayGuard
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
-from medallion.streams.sinks import (
-    append_batch,
-    idempotent_writes,
-    merge_into,
-    query_id,
-)
+from medallion.streams.sinks import query_id
 from medallion.streams.stage_clock import STAGE_CLOCK, StageClock
 from medallion.streams.table_schema import check_table_schema
 from medallion.tables import history, holds_data, read_table
@@ -183,7 +179,7 @@ def lost_users_refusal(spark: SparkSession, config: Config) -> str | None:
         return None
     if _merges_that_wrote(spark, tables.gold) <= 1:
         # A crash between gold's first MERGE and the append of the users it counted: the
-        # replayed batch skips the MERGE (its transaction version) and appends them.
+        # replayed batch skips the MERGE (it carries the batch's tag) and appends them.
         return None
     return (
         f"{tables.users.key} holds no rows while {tables.gold.key} holds data, so the users "
@@ -258,17 +254,18 @@ def append_silver(
     rows: SilverRows,
     merge_schema: bool,
     known_ids: KnownKeys,
-    txn: tuple[str, int],
+    writes: BatchWrites,
+    app: str,
 ) -> None:
-    """Append the new rows to silver, tagged with ``txn``; retried as it is when it loses a race
-    with a concurrent OPTIMIZE."""
+    """Append the new rows to silver as ``app``'s write of the batch; retried as it is when it
+    loses a race with a concurrent OPTIMIZE."""
     if not rows.count:
         return
     retry_on_conflict(
-        lambda: append_batch(rows.new, tables.silver, merge_schema, txn),
+        lambda: writes.append(rows.new, tables.silver, app, merge_schema),
         f"append to {tables.silver.key}",
     )
-    known_ids.added(rows.new.sparkSession, rows.hashes, txn)
+    known_ids.added(rows.new.sparkSession, rows.hashes, writes.tag(app))
 
 
 def rows_this_batch_inserted(
@@ -291,31 +288,29 @@ def write_gold(
     new_rows: DataFrame,
     known_users: KnownKeys,
     persist: _Persisted,
-    txn: tuple[str, int],
+    writes: BatchWrites,
+    app: str,
 ) -> None:
-    """Add ``new_rows`` (rows new to silver) to gold, tagged with ``txn``.
+    """Add ``new_rows`` (rows new to silver) to gold, as ``app``'s writes of the batch.
 
     Their counts and revenue are added to their (hour, product) rows, whatever the hour's age.
     ``unique_users`` grows by the (hour, product, user) keys that ``gold/hourly_product_users``
     does not hold yet (``known_users``), which are then appended there. The keys come after
     gold's MERGE: a crash between the two replays the batch against the same keys, and the
-    MERGE, already committed, is skipped by its transaction version.
+    MERGE, already committed, is skipped by its tag.
     """
     events = persist(new_rows.select(*_EVENT_COLUMNS))
     keys = persist(hourly_user_keys(events))
     unseen, hashes = known_users.new_rows(spark, keys)
     new_keys = persist(unseen.drop(*HASH_COLUMNS))
-    with idempotent_writes(spark, *txn):
-        merge_into(
-            spark, tables.gold, hourly_increments(events, new_keys), HOURLY_KEYS, _ADD_METRICS
-        )
+    increments = hourly_increments(events, new_keys)
+    writes.merge(tables.gold, increments, HOURLY_KEYS, _ADD_METRICS, app)
     pause_point("gold_hourly:metrics_merged")  # crash tests only
     if len(hashes[0]):
         retry_on_conflict(
-            lambda: append_batch(new_keys, tables.users, txn=txn),
-            f"append to {tables.users.key}",
+            lambda: writes.append(new_keys, tables.users, app), f"append to {tables.users.key}"
         )
-        known_users.added(spark, hashes, txn)
+        known_users.added(spark, hashes, writes.tag(app))
 
 
 def _summary(validated: DataFrame) -> tuple[int, int, tuple[object, object]]:
@@ -362,74 +357,79 @@ def events_batch(
     stream = STAGE_STREAMS["bronze"]
     known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
     known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
+    guard = ReplayGuard(checkpoint)
 
     def process(lines: DataFrame, batch_id: int) -> None:
         spark = lines.sparkSession
         persist = _Persisted()
         try:
-            schema = (
-                check_table_schema(spark, tables.silver, stream, checkpoint, extra)
-                if "silver" in stages
-                else None
-            )
-            with clock.timing("bronze"):
-                tune_for_size.before_caching(spark)
-                tune_for_size(spark, None, input_bytes(lines))
-                validated = persist(validate_events(raw_lines(lines), extra, with_bronze=True))
-                rows, invalid, ingested = _summary(validated)
-                tune_for_size(spark, rows)
-            if not rows:
-                return
-            txn = (f"medallion:{stream}:{query(spark)}", batch_id)
-
-            def bronze() -> None:
-                with clock.timing("bronze"):
-                    append_batch(
-                        bronze_rows(validated), tables.bronze, txn=(query(spark), batch_id)
-                    )
-                pause_point("bronze_events:appended")  # crash tests only
-
-            def quarantine() -> None:
-                append_batch(quarantined_events(validated), tables.quarantine, txn=txn)
-                pause_point("silver_events:quarantined")  # crash tests only
-
-            def silver_and_gold() -> None:
-                assert schema is not None
-                with clock.timing("silver"):
-                    found = new_silver_rows(spark, validated, extra, known_ids, persist)
-
-                def silver() -> None:
-                    with clock.timing("silver"):
-                        merge_schema = bool(extra or schema.unexpected)
-                        append_silver(tables, found, merge_schema, known_ids, txn)
-                    pause_point("silver_events:appended")  # crash tests only
-
-                def gold() -> None:
-                    with clock.timing("gold"):
-                        new_rows = found.new
-                        if not found.count:
-                            # Nothing new, or a replay after silver's append committed: then
-                            # the rows it inserted are found in silver again.
-                            new_rows = persist(
-                                rows_this_batch_inserted(
-                                    spark, tables.silver, found.deduplicated, ingested
-                                )
-                            )
-                        write_gold(spark, tables, new_rows, known_users, persist, txn)
-
-                # Gold adds the rows silver does not hold yet, so it need not wait for their
-                # append: either may commit first.
-                side_by_side([silver, gold] if "gold" in stages else [silver])
-
-            # Bronze, the quarantine and silver (then gold) are written side by side: each
-            # write is tagged on its own, so any of them may commit first, and a replay skips
-            # those that did.
-            work = [bronze]
-            if schema is not None:
-                work += [quarantine] * bool(invalid) + [silver_and_gold] * (rows > invalid)
-            side_by_side(work)
+            with guard.batch(spark, batch_id) as writes:
+                write_batch(spark, lines, writes, persist)
         finally:
             persist.release()
+
+    def write_batch(
+        spark: SparkSession, lines: DataFrame, writes: BatchWrites, persist: _Persisted
+    ) -> None:
+        schema = (
+            check_table_schema(spark, tables.silver, stream, checkpoint, extra)
+            if "silver" in stages
+            else None
+        )
+        with clock.timing("bronze"):
+            tune_for_size.before_caching(spark)
+            tune_for_size(spark, None, input_bytes(lines))
+            validated = persist(validate_events(raw_lines(lines), extra, with_bronze=True))
+            rows, invalid, ingested = _summary(validated)
+            tune_for_size(spark, rows)
+        if not rows:
+            return
+        app = f"medallion:{stream}:{query(spark)}"
+
+        def bronze() -> None:
+            with clock.timing("bronze"):
+                writes.append(bronze_rows(validated), tables.bronze, query(spark))
+            pause_point("bronze_events:appended")  # crash tests only
+
+        def quarantine() -> None:
+            writes.append(quarantined_events(validated), tables.quarantine, app)
+            pause_point("silver_events:quarantined")  # crash tests only
+
+        def silver_and_gold() -> None:
+            assert schema is not None
+            with clock.timing("silver"):
+                found = new_silver_rows(spark, validated, extra, known_ids, persist)
+
+            def silver() -> None:
+                with clock.timing("silver"):
+                    merge_schema = bool(extra or schema.unexpected)
+                    append_silver(tables, found, merge_schema, known_ids, writes, app)
+                pause_point("silver_events:appended")  # crash tests only
+
+            def gold() -> None:
+                with clock.timing("gold"):
+                    new_rows = found.new
+                    if not found.count:
+                        # Nothing new, or a replay after silver's append committed: then the
+                        # rows it inserted are found in silver again.
+                        new_rows = persist(
+                            rows_this_batch_inserted(
+                                spark, tables.silver, found.deduplicated, ingested
+                            )
+                        )
+                    write_gold(spark, tables, new_rows, known_users, persist, writes, app)
+
+            # Gold adds the rows silver does not hold yet, so it need not wait for their
+            # append: either may commit first.
+            side_by_side([silver, gold] if "gold" in stages else [silver])
+
+        # Bronze, the quarantine and silver (then gold) are written side by side: each write
+        # is tagged on its own, so any of them may commit first, and a replay skips those
+        # that did.
+        work = [bronze]
+        if schema is not None:
+            work += [quarantine] * bool(invalid) + [silver_and_gold] * (rows > invalid)
+        side_by_side(work)
 
     return process
 
@@ -450,13 +450,14 @@ def side_by_side(work: Sequence[Callable[[], None]]) -> None:
 def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function of ``silver_events`` while it catches up on bronze (a
     rebuilt silver): quarantine the invalid, append the valid events whose ``event_id`` silver
-    does not hold yet. Both writes carry ``txnAppId``/``txnVersion``."""
+    does not hold yet. Each write happens once per batch (streams/exactly_once.py)."""
     tables = EventTables.of(config)
     extra = config.carried("silver/events")
     query = _QueryIds(checkpoint)
     tune_for_size = _SizeTuning()
     stream = STAGE_STREAMS["silver"]
     known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
+    guard = ReplayGuard(checkpoint)
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -470,12 +471,14 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
             validated = persist(validated.withColumn("_raw", F.when(invalid_row, F.col("_raw"))))
             rows, invalid, _ingested = _summary(validated)
             tune_for_size(spark, rows)
-            txn = (f"medallion:{stream}:{query(spark)}", batch_id)
-            if invalid:
-                append_batch(quarantined_events(validated), tables.quarantine, txn=txn)
-            if rows > invalid:
-                found = new_silver_rows(spark, validated, extra, known_ids, persist)
-                append_silver(tables, found, bool(extra or schema.unexpected), known_ids, txn)
+            app = f"medallion:{stream}:{query(spark)}"
+            with guard.batch(spark, batch_id) as writes:
+                if invalid:
+                    writes.append(quarantined_events(validated), tables.quarantine, app)
+                if rows > invalid:
+                    found = new_silver_rows(spark, validated, extra, known_ids, persist)
+                    merge_schema = bool(extra or schema.unexpected)
+                    append_silver(tables, found, merge_schema, known_ids, writes, app)
         finally:
             persist.release()
 
@@ -491,18 +494,20 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
     tune_for_size = _SizeTuning()
     stream = STAGE_STREAMS["gold"]
     known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
+    guard = ReplayGuard(checkpoint)
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         persist = _Persisted()
         try:
-            events = persist(batch.select(*_EVENT_COLUMNS))
-            rows = events.count()
-            if not rows:
-                return
-            tune_for_size(spark, rows)
-            txn = (f"medallion:{stream}:{query(spark)}", batch_id)
-            write_gold(spark, tables, events, known_users, persist, txn)
+            with guard.batch(spark, batch_id) as writes:
+                events = persist(batch.select(*_EVENT_COLUMNS))
+                rows = events.count()
+                if not rows:
+                    return
+                tune_for_size(spark, rows)
+                app = f"medallion:{stream}:{query(spark)}"
+                write_gold(spark, tables, events, known_users, persist, writes, app)
         finally:
             persist.release()
 
