@@ -53,6 +53,18 @@ def quote_identifier(*parts: str) -> str:
     return ".".join(f"`{validate_identifier(p)}`" for p in parts)
 
 
+def quote_principal(name: str) -> str:
+    """A Unity Catalog principal (a group, a user's e-mail, an application id) as a
+    backtick-quoted SQL name; a name with a backtick or a control character is refused.
+
+    >>> quote_principal("medallion-readers")
+    '`medallion-readers`'
+    """
+    if not name.strip() or "`" in name or _CONTROL.search(name):
+        raise ConfigError(f"invalid principal {name!r}: no backticks or control characters")
+    return f"`{name}`"
+
+
 def sql_string(value: str) -> str:
     """``value`` as a Spark SQL string literal: quoted, backslashes and quotes escaped.
 
@@ -301,10 +313,15 @@ class Config:
     pipelines: tuple[str, ...] = ()
     # Values of the pipelines' settings (declarations.Setting), by name, as text.
     settings: Mapping[str, str] = field(default_factory=dict)
+    # The group (a Unity Catalog principal) granted SELECT on every gold table by the run that
+    # creates the tables: the readers of the dashboards. None: no grant.
+    readers: str | None = None
 
     def __post_init__(self) -> None:
         if self.catalog is not None:
             validate_identifier(self.catalog, "catalog")
+        if self.readers is not None:
+            quote_principal(self.readers)
         validate_identifier(self.schema, "schema")
         for key in ("landing", "lake", "checkpoint_root"):
             value = getattr(self, key)

@@ -14,7 +14,7 @@ from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.config import Config, TableRef, quote_identifier, sql_string
+from medallion.config import Config, TableRef, quote_identifier, quote_principal, sql_string
 from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
 from medallion.pipelines import declared_table
@@ -394,6 +394,21 @@ def unregister_table(spark: SparkSession, table: TableRef) -> None:
 SETUP_LOCK = "_setup"
 
 
+def reader_grants(config: Config) -> list[str]:
+    """The statements that give ``config.readers`` SELECT on every gold table: Unity Catalog
+    tables only (a path table has no grants), none without readers.
+
+    >>> c = Config(landing="/l", lake="/l", catalog="main", readers="analysts", pipelines=("iot",))
+    >>> reader_grants(c)[0]
+    'GRANT SELECT ON TABLE `main`.`medallion`.`gold_device_status` TO `analysts`'
+    """
+    if not config.uses_unity_catalog or not config.readers:
+        return []
+    principal = quote_principal(config.readers)
+    gold = [t for t in config.tables() if t.layer == "gold"]
+    return [f"GRANT SELECT ON TABLE {t.qualified_name} TO {principal}" for t in gold]
+
+
 def ensure_tables(
     spark: SparkSession,
     config: Config,
@@ -410,5 +425,7 @@ def ensure_tables(
         in_parallel(lambda table: create_table(spark, table), config.tables(), "create-table")
         for table, columns, properties in more:
             create_delta_table(spark, table, columns, properties)
+        for statement in reader_grants(config):
+            spark.sql(statement)
         if register_names:
             register_tables(spark, config)

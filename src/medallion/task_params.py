@@ -57,6 +57,8 @@ class TaskParams:
     # "false" reads what remains when Kafka records not read yet are gone, and records the
     # lost offsets in <lake>/_system/data_gaps (--kafka-accept-data-loss; docs/kafka.md).
     kafka_fail_on_data_loss: str = "true"
+    # The group granted SELECT on the gold tables (Unity Catalog), empty for none.
+    readers: str = ""
 
     def __post_init__(self) -> None:
         if self.trigger not in TRIGGERS:
@@ -125,6 +127,7 @@ class TaskParams:
             lake=_absolute(self.lake),
             catalog=self.catalog or None,
             schema=self.schema,
+            readers=self.readers.strip() or None,
             checkpoint_root=_absolute(self.checkpoint_root) or None,
             file_source=resolve_file_source(self.file_source),
             max_files_per_trigger=max_files,

@@ -523,3 +523,64 @@ def test_a_notebook_opened_by_hand_on_databricks_defaults_to_the_dev_targets_pla
     assert params.landing == "/Volumes/main/medallion_jane_doe/landing"
     assert made["lake"] == "/Volumes/main/medallion_jane_doe/lake"
     assert made["file_source"] == "autoloader"
+
+
+def test_prod_pins_its_workspace_host_as_a_literal_url(bundle):
+    """A deploy from a profile of another workspace fails instead of landing there: prod names
+    its host, a literal (the CLI refuses variables there); dev and local follow the profile."""
+    host = bundle.targets["prod"]["workspace"]["host"]
+    assert re.fullmatch(r"https://[a-z0-9.-]+\.databricks\.com", host)
+    for name in ("dev", LOCAL_TARGET):
+        assert "host" not in (bundle.targets[name].get("workspace") or {})
+
+
+def test_prod_grants_what_each_principal_needs_and_readers_gold_alone(bundle):
+    """The service principal creates, reads and changes the tables and files; the operators
+    manage everything; the readers may use the schema and read the gold tables only."""
+    from medallion.config import Config
+    from medallion.tables import reader_grants
+
+    resources = bundle.files[ROOT / "resources" / "medallion_schema.yml"]["resources"]
+    assert resources["schemas"]["medallion"]["grants"] == "${var.schema_grants}"
+    assert {v["grants"] for v in resources["volumes"].values()} == {"${var.volume_grants}"}
+    prod = bundle.targets["prod"]["variables"]
+    sp, operators, readers = (
+        "${var.service_principal}",
+        "${var.operators_group}",
+        "${var.readers_group}",
+    )
+
+    def granted(grants: list[dict]) -> dict[str, set[str]]:
+        return {g["principal"]: set(g["privileges"]) for g in grants}
+
+    assert granted(prod["schema_grants"]) == {
+        sp: {"USE_SCHEMA", "CREATE_TABLE", "SELECT", "MODIFY"},
+        operators: {"ALL_PRIVILEGES", "MANAGE"},
+        readers: {"USE_SCHEMA"},  # SELECT on the schema would open bronze and silver
+    }
+    assert granted(prod["volume_grants"]) == {
+        sp: {"READ_VOLUME", "WRITE_VOLUME"},
+        operators: {"ALL_PRIVILEGES", "MANAGE"},
+    }
+    # Elsewhere the deploying user owns the schema and grants nothing.
+    variables = bundle.config["variables"]
+    assert variables["schema_grants"]["default"] == variables["volume_grants"]["default"] == []
+    for name in ("dev", LOCAL_TARGET):
+        assert not {"schema_grants", "volume_grants"} & set(bundle.targets[name]["variables"])
+    # The readers group reaches every pipeline's jobs as the parameter `readers`, and a run
+    # grants it SELECT on exactly the gold tables.
+    jobs = bundle.jobs("prod", user_name="sp")
+    runs_pipelines = [job for key, job in jobs.items() if key != "medallion_maintenance"]
+    assert {job.parameters.get("readers") for job in runs_pipelines} == {"medallion-readers"}
+    assert (
+        bundle.jobs("dev", user_name="jane@example.com")["medallion_pipeline"].parameters["readers"]
+        == ""
+    )
+    config = TaskParams.from_mapping(jobs["medallion_pipeline"].parameters).config()
+    assert config.readers == "medallion-readers"
+    statements = reader_grants(config)
+    gold = [t.qualified_name for t in config.tables() if t.layer == "gold"]
+    assert statements == [f"GRANT SELECT ON TABLE {t} TO `medallion-readers`" for t in gold]
+    assert gold and all("`gold_" in t for t in gold)
+    local = Config(landing="/l", lake="/l", readers="medallion-readers")
+    assert reader_grants(local) == []  # path tables: nothing to grant

@@ -35,6 +35,14 @@ def test_identifiers_that_could_reach_sql_are_validated(bad):
         Config(landing="/l", lake="/k", schema=bad)
 
 
+@pytest.mark.parametrize("bad", ["a`b", "", "  ", "group\nname", "x\x00"])
+def test_a_readers_principal_that_could_break_out_of_its_quotes_is_refused(bad):
+    with pytest.raises(ConfigError, match="invalid principal"):
+        Config(landing="/l", lake="/k", catalog="main", readers=bad)
+    ok = Config(landing="/l", lake="/k", catalog="main", readers="data-readers@example.com")
+    assert ok.readers == "data-readers@example.com"
+
+
 def test_unknown_table_is_a_clear_error():
     with pytest.raises(ConfigError, match="unknown table 'silver/nope'"):
         Config(landing="/l", lake="/k").table("silver/nope")
