@@ -584,3 +584,26 @@ def test_prod_grants_what_each_principal_needs_and_readers_gold_alone(bundle):
     assert gold and all("`gold_" in t for t in gold)
     local = Config(landing="/l", lake="/l", readers="medallion-readers")
     assert reader_grants(local) == []  # path tables: nothing to grant
+
+
+def test_notebooks_on_serverless_install_medallion_as_the_serverless_job_does(bundle):
+    """Interactive serverless compute installs a notebook's environment before its first cell:
+    medallion from the bundle's root (editable, with its dependencies), on the environment
+    version of the serverless job's own environment."""
+    import nbformat
+    import tomllib
+
+    serverless = bundle.jobs("dev", user_name="jane@example.com")["medallion_pipeline_serverless"]
+    (environment,) = serverless.spec["environments"]
+    version = environment["spec"]["environment_version"]
+    root = ROOT / "notebooks" / ".."
+    assert tomllib.loads((root / "pyproject.toml").read_text())["project"]["name"] == "medallion"
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4).metadata
+        databricks = notebook["application/vnd.databricks.v1+notebook"]
+        assert databricks["environmentMetadata"] == {
+            "base_environment": "",
+            "dependencies": ["--editable .."],
+            "environment_version": version,
+        }, path.name
+        assert databricks["notebookName"] == path.stem

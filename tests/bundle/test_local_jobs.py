@@ -110,6 +110,18 @@ def test_the_backlog_left_once_the_jobs_ran_is_only_maintenance_commits(spark, l
     assert maintained, "maintenance committed to a table a stream reads"
 
 
+def test_each_notebook_prints_which_medallion_it_loaded(local_jobs):
+    """An installed medallion would win over the synced source: the import cell says which."""
+    from pathlib import Path
+
+    import medallion
+
+    loaded = f"medallion {medallion.__version__} from {Path(medallion.__file__).parent}"
+    runs = [r for name in ("pipeline", "stream", "banking", "iot") for r in local_jobs.runs[name]]
+    assert runs and all(r.text.startswith(loaded + "\n") for r in runs), runs[0].text[:300]
+    assert local_jobs.runs["explore"].text.startswith(loaded)
+
+
 def test_the_change_data_notebook_runs_the_flows_it_is_given(local_jobs):
     result = local_jobs.runs["changes"]
     assert result.ok, result.error
