@@ -16,11 +16,10 @@ from medallion.streams.exactly_once import (
     BatchWrites,
     ReplayGuard,
     UnknownBatchWrites,
-    start_append,
     written_in_history,
     written_in_log,
 )
-from medallion.streams.sinks import Trigger, append_batch
+from medallion.streams.sinks import append_batch
 from medallion.tables import commit_actions, commit_tags, committed_version, read_table
 
 APP = "medallion:test_stream:query-1"
@@ -126,33 +125,3 @@ def test_a_merge_is_tagged_and_skipped_when_replayed(spark, tmp_path):
     with ReplayGuard().batch(spark, 0) as writes:
         assert not writes.merge(table, rows.selectExpr("id + 10 AS id"), ["id"], clauses, APP)
     assert read_table(spark, table).count() == 3
-
-
-def test_a_batch_that_deltas_own_sink_committed_is_not_appended_again(spark, tmp_path):
-    """A lake whose appends Delta's streaming sink wrote, crashed between the sink's commit and
-    the checkpoint's: today's stream replays the batch and recognises the sink's commit."""
-    source = str(tmp_path / "source")
-    spark.range(5).selectExpr("id").write.format("delta").save(source)
-    table = TableRef("bronze", "rows", str(tmp_path / "rows"), "medallion.scratch_rows")
-    checkpoint = tmp_path / "checkpoint"
-    query = (
-        spark.readStream.format("delta")
-        .load(source)
-        .writeStream.format("delta")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start(table.path)
-    )
-    query.awaitTermination()
-    (checkpoint / "commits" / "0").unlink()  # the kill came before the checkpoint's commit
-    replay = start_append(
-        spark.readStream.format("delta").load(source), table, str(checkpoint), Trigger(), "rows"
-    )
-    replay.awaitTermination()
-    assert (checkpoint / "commits" / "0").is_file()
-    assert read_table(spark, table).count() == 5
-    spark.range(5, 8).selectExpr("id").write.format("delta").mode("append").save(source)
-    start_append(
-        spark.readStream.format("delta").load(source), table, str(checkpoint), Trigger(), "rows"
-    ).awaitTermination()
-    assert sorted(r.id for r in read_table(spark, table).collect()) == list(range(8))

@@ -21,8 +21,8 @@ from medallion.declarations import (
     Table,
 )
 from medallion.pipelines import register
-from medallion.streams.exactly_once import merging_batches, start_append
-from medallion.streams.sinks import Trigger, start_delta_foreach_batch
+from medallion.streams.exactly_once import merging_batches
+from medallion.streams.sinks import Trigger, start_append, start_delta_foreach_batch
 from medallion.streams.sources import input_lines
 from medallion.transforms.bronze import to_bronze
 

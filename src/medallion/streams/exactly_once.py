@@ -32,17 +32,14 @@ from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config, TableRef
 from medallion.storage import list_names, read_text
 from medallion.streams.sinks import (
     BatchFactory,
-    Trigger,
     append_batch,
     idempotent_writes,
     merge_into,
-    start_foreach_batch,
     transaction_app_id,
 )
 from medallion.tables import (
@@ -285,24 +282,3 @@ def merging_batches(
         return process
 
     return make_batch
-
-
-def start_append(
-    df: DataFrame, table: TableRef, checkpoint: str, trigger: Trigger, query_name: str
-) -> StreamingQuery:
-    """Start a stream appending each micro-batch to a Delta table once.
-
-    Each batch is written through :class:`BatchWrites`, tagged with the bare query id as Delta's
-    own streaming sink tags its commits, so a batch that sink committed (a lake written before
-    medallion wrote its appends this way) is recognised on a replay. Delta's sink would also
-    look its tag up in the table's rebuilt state on every batch.
-    """
-    app_id = transaction_app_id(None, checkpoint)
-    guard = ReplayGuard(checkpoint)
-
-    def process(batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        with guard.batch(spark, batch_id) as writes:
-            writes.append(batch, table, app_id(spark))
-
-    return start_foreach_batch(df, process, checkpoint, trigger, query_name)

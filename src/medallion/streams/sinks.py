@@ -59,19 +59,17 @@ def query_id(spark: SparkSession, checkpoint: str) -> str:
     return json.loads(read_text(spark, f"{checkpoint}/metadata"))["id"]
 
 
-def transaction_app_id(stream_name: str | None, checkpoint: str) -> Callable[[SparkSession], str]:
-    """The app id a stream's writes are tagged with: ``medallion:<stream>:<query id>``, or the
-    bare query id when ``stream_name`` is None (as Delta's own streaming sink tags a batch).
+def transaction_app_id(stream_name: str, checkpoint: str) -> Callable[[SparkSession], str]:
+    """The ``txnAppId`` of a stream's writes, ``medallion:<stream>:<query id>``.
 
-    Read from the checkpoint at the first batch and then remembered: that read may be a Spark
-    job, and the id cannot change under a running query. Make one per started query.
+    Read from the checkpoint at the first batch and then remembered: that read is a Spark job,
+    and the id cannot change under a running query. Make one per started query.
     """
     known: list[str] = []
 
     def app_id(spark: SparkSession) -> str:
         if not known:
-            query = query_id(spark, checkpoint)
-            known.append(query if stream_name is None else f"medallion:{stream_name}:{query}")
+            known.append(f"medallion:{stream_name}:{query_id(spark, checkpoint)}")
         return known[0]
 
     return app_id
@@ -141,6 +139,23 @@ def merge_upsert(
     """Replace the rows with matching keys and insert the others."""
     clauses = "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
     merge_into(spark, table, rows, keys, clauses)
+
+
+def start_append(
+    df: DataFrame, table: TableRef, checkpoint: str, trigger: Trigger, query_name: str
+) -> StreamingQuery:
+    """Start a stream appending to a Delta table; Delta's sink makes each batch exactly-once."""
+    discard_abandoned_writes(checkpoint)
+    writer = (
+        df.writeStream.format("delta")
+        .queryName(query_name)
+        .outputMode("append")
+        .option("checkpointLocation", checkpoint)
+        .trigger(**trigger.as_kwargs())
+    )
+    if table.path is not None:
+        return writer.start(table.path)
+    return writer.toTable(table.qualified_name)
 
 
 def start_foreach_batch(

@@ -23,10 +23,11 @@ from medallion.pipelines.iot.transforms import (
     minute_increments,
     quarantined_readings,
 )
-from medallion.streams.exactly_once import ReplayGuard, merging_batches, start_append
+from medallion.streams.exactly_once import ReplayGuard, merging_batches
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.sinks import (
     Trigger,
+    start_append,
     start_delta_foreach_batch,
     transaction_app_id,
 )

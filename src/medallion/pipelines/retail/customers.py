@@ -17,9 +17,10 @@ from medallion.pipelines.retail.transforms.customers import (
     validate_changes,
 )
 from medallion.streams.apply_changes import apply_changes_batches
-from medallion.streams.exactly_once import ReplayGuard, start_append
+from medallion.streams.exactly_once import ReplayGuard
 from medallion.streams.sinks import (
     Trigger,
+    start_append,
     start_delta_foreach_batch,
     transaction_app_id,
 )
