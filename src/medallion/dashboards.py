@@ -1,102 +1,46 @@
-"""The dashboard's views, defined once: the same SQL feeds the Lakeview dashboard of the bundle
-(``dashboards/medallion.lvdash.json``, generated from :data:`VIEWS`) and the local page of
-``medallion dashboard`` (medallion/ops/dashboard.py), which runs it with DuckDB over the lake's
-Delta tables read by delta-rs: no JVM.
+"""The dashboards' views, declared once per pipeline (``Pipeline.views``): the same SQL feeds
+the pipeline's Lakeview dashboard in the bundle (``dashboards/<pipeline>.lvdash.json``,
+generated from the declarations) and its page of ``medallion dashboard``
+(medallion/ops/dashboard.py), which runs it with DuckDB over the lake's Delta tables read by
+delta-rs: no JVM. Every pipeline's dashboard ends with its streams' health, from medallion's
+progress table.
 
-The queries name tables without catalog or schema (``gold_daily_revenue_by_country``, the
-table's ``flat_name``): on Databricks the dashboard resource sets both per target
-(``dataset_catalog``/``dataset_schema``), locally each name is a view of that table of the lake. They keep to SQL that
-Databricks SQL and DuckDB read alike.
+The queries name tables without catalog or schema (``gold_fraud_alerts``, the table's
+``flat_name``): on Databricks each dashboard resource sets both per target
+(``dataset_catalog``/``dataset_schema``), locally each name is a view of that table of the
+lake. They keep to SQL that Databricks SQL and DuckDB read alike.
 
-Regenerate the Lakeview file after changing a view::
+Regenerate the Lakeview files after changing a view::
 
-    python -m medallion.dashboards > dashboards/medallion.lvdash.json
+    python -m medallion.dashboards dashboards
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import sys
 from datetime import date, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-
-@dataclass(frozen=True)
-class View:
-    """One chart: a query, and which of its columns go on x, on y, and to colour (series)."""
-
-    name: str
-    title: str
-    sql: str
-    tables: tuple[str, ...]
-    kind: str  # line or bar: Plotly's and Lakeview's name alike
-    x: str
-    y: str
-    color: str | None = None
-    x_type: str = "categorical"  # temporal, categorical or quantitative
+from medallion.declarations import Pipeline, View
+from medallion.pipelines import pipelines
 
 
-VIEWS: tuple[View, ...] = (
-    View(
-        name="gold_metrics",
-        title="Gold: views, carts and purchases per hour",
-        sql=(
-            "SELECT window_start AS hour, 'views' AS metric, SUM(views) AS value\n"
-            "FROM gold_hourly_product_metrics GROUP BY window_start\n"
-            "UNION ALL\n"
-            "SELECT window_start AS hour, 'add_to_carts' AS metric, SUM(add_to_carts) AS value\n"
-            "FROM gold_hourly_product_metrics GROUP BY window_start\n"
-            "UNION ALL\n"
-            "SELECT window_start AS hour, 'purchases' AS metric, SUM(purchases) AS value\n"
-            "FROM gold_hourly_product_metrics GROUP BY window_start\n"
-            "ORDER BY hour, metric"
-        ),
-        tables=("gold/hourly_product_metrics",),
-        kind="line",
-        x="hour",
-        y="value",
-        color="metric",
-        x_type="temporal",
-    ),
-    View(
-        name="revenue_by_country",
-        title="Revenue by country",
-        sql=(
-            "SELECT country, SUM(revenue) AS revenue, SUM(purchases) AS purchases\n"
-            "FROM gold_daily_revenue_by_country GROUP BY country\n"
-            "ORDER BY revenue DESC, country"
-        ),
-        tables=("gold/daily_revenue_by_country",),
-        kind="bar",
-        x="country",
-        y="revenue",
-    ),
-    View(
-        name="quarantine_reasons",
-        title="Quarantined records by reason",
-        sql=(
-            "SELECT reason, COUNT(*) AS records FROM (\n"
-            "  SELECT reason FROM silver_events_quarantine\n"
-            "  UNION ALL\n"
-            "  SELECT reason FROM silver_customers_quarantine\n"
-            ") GROUP BY reason\n"
-            "ORDER BY records DESC, reason"
-        ),
-        tables=("silver/events_quarantine", "silver/customers_quarantine"),
-        kind="bar",
-        x="reason",
-        y="records",
-    ),
-    View(
+def stream_health(pipeline: Pipeline) -> View:
+    """Rows per second of each of the pipeline's streams, per minute, from the progress table."""
+    names = ", ".join(f"'{flow.name}'" for flow in pipeline.flows)
+    return View(
         name="stream_health",
         title="Stream health: rows per second, per stream and minute",
         sql=(
             "SELECT query_name AS stream, date_trunc('minute', timestamp) AS minute,\n"
             "  SUM(num_input_rows) AS input_rows,\n"
             "  AVG(processed_rows_per_second) AS rows_per_second\n"
-            "FROM system_stream_progress WHERE num_input_rows > 0\n"
+            "FROM system_stream_progress\n"
+            f"WHERE num_input_rows > 0 AND query_name IN ({names})\n"
             "GROUP BY query_name, date_trunc('minute', timestamp)\n"
             "ORDER BY minute, stream"
         ),
@@ -106,65 +50,121 @@ VIEWS: tuple[View, ...] = (
         y="rows_per_second",
         color="stream",
         x_type="temporal",
-    ),
-)
+    )
+
+
+def dashboard_views(pipeline: Pipeline) -> tuple[View, ...]:
+    """A pipeline's dashboard: its declared views, then its streams' health."""
+    return (*pipeline.views, stream_health(pipeline))
+
+
+def dashboard_pipelines() -> list[Pipeline]:
+    """The registered pipelines that declare views, each with a dashboard of its own."""
+    return [p for p in pipelines() if p.views]
 
 
 # --- Lakeview (AI/BI) dashboard ---------------------------------------------------------------
 
 
-def _widget(view: View, position: dict[str, int]) -> dict[str, Any]:
-    columns = [c for c in (view.x, view.y, view.color) if c]
-    encodings: dict[str, Any] = {
-        "x": {"fieldName": view.x, "displayName": view.x, "scale": {"type": view.x_type}},
-        "y": {"fieldName": view.y, "displayName": view.y, "scale": {"type": "quantitative"}},
-    }
-    if view.color:
-        encodings["color"] = {
-            "fieldName": view.color,
-            "displayName": view.color,
-            "scale": {"type": "categorical"},
-        }
+def _query(view: View, fields: list[dict[str, str]], name: str = "main_query") -> dict:
     return {
-        "widget": {
-            "name": view.name,
-            "queries": [
-                {
-                    "name": "main_query",
-                    "query": {
-                        "datasetName": view.name,
-                        "fields": [{"name": c, "expression": f"`{c}`"} for c in columns],
-                        "disaggregated": True,
-                    },
-                }
-            ],
-            "spec": {
-                "version": 3,
-                "widgetType": view.kind,
-                "encodings": encodings,
-                "frame": {"showTitle": True, "title": view.title},
-            },
+        "name": name,
+        "query": {
+            "datasetName": view.name,
+            "fields": fields,
+            "disaggregated": name == "main_query",
         },
-        "position": position,
     }
 
 
-def lakeview(views: tuple[View, ...] = VIEWS) -> dict[str, Any]:
-    """The ``.lvdash.json`` document of ``views``: a dataset per view, two charts a row."""
-    title = {
-        "widget": {"name": "title", "textbox_spec": "# medallion\nGold, quarantine, streams"},
-        "position": {"x": 0, "y": 0, "width": 6, "height": 1},
-    }
-    charts = [
-        _widget(view, {"x": 3 * (i % 2), "y": 1 + 6 * (i // 2), "width": 3, "height": 6})
-        for i, view in enumerate(views)
+def _field(column: str) -> dict[str, str]:
+    return {"name": column, "expression": f"`{column}`"}
+
+
+def _widget(view: View, position: dict[str, int]) -> dict[str, Any]:
+    """A chart (``line``, ``bar``) or a ``table`` of one view."""
+    if view.kind == "table":
+        columns = list(view.columns)
+        spec: dict[str, Any] = {
+            "version": 1,
+            "widgetType": "table",
+            "encodings": {"columns": [{"fieldName": c, "displayName": c} for c in columns]},
+        }
+    else:
+        columns = [c for c in (view.x, view.y, view.color) if c]
+        encodings: dict[str, Any] = {
+            "x": {"fieldName": view.x, "displayName": view.x, "scale": {"type": view.x_type}},
+            "y": {"fieldName": view.y, "displayName": view.y, "scale": {"type": "quantitative"}},
+        }
+        if view.color:
+            encodings["color"] = {
+                "fieldName": view.color,
+                "displayName": view.color,
+                "scale": {"type": "categorical"},
+            }
+        spec = {"version": 3, "widgetType": view.kind, "encodings": encodings}
+    spec["frame"] = {"showTitle": True, "title": view.title}
+    queries = [_query(view, [_field(c) for c in columns])]
+    return {"widget": {"name": view.name, "queries": queries, "spec": spec}, "position": position}
+
+
+def _chooser(view: View, position: dict[str, int]) -> dict[str, Any]:
+    """A single-select filter on ``view.choose``: it narrows every widget of the view's dataset."""
+    assert view.choose is not None
+    column, name = view.choose, f"{view.name}_{view.choose}"
+    fields = [
+        _field(column),
+        {
+            "name": f"{column}_associativity",
+            "expression": "COUNT_IF(`associative_filter_predicate_group`)",
+        },
     ]
+    encodings = {"fields": [{"fieldName": column, "displayName": column, "queryName": name}]}
+    spec = {
+        "version": 2,
+        "widgetType": "filter-single-select",
+        "encodings": encodings,
+        "frame": {"showTitle": True, "title": column},
+    }
+    widget = {"name": f"choose_{name}", "queries": [_query(view, fields, name)], "spec": spec}
+    return {"widget": widget, "position": position}
+
+
+def lakeview(pipeline: Pipeline) -> dict[str, Any]:
+    """The ``.lvdash.json`` document of a pipeline's dashboard: a dataset per view, two
+    widgets a row, a filter above a view that lets the reader choose."""
+    views = dashboard_views(pipeline)
+    heading = f"# {pipeline.title or pipeline.name}\nmedallion's {pipeline.name} pipeline"
+    layout: list[dict[str, Any]] = [
+        {
+            "widget": {"name": "title", "textbox_spec": heading},
+            "position": {"x": 0, "y": 0, "width": 6, "height": 1},
+        }
+    ]
+    y = 1
+    for i, view in enumerate(views):
+        x = 3 * (i % 2)
+        if view.choose:
+            layout.append(_chooser(view, {"x": x, "y": y, "width": 3, "height": 1}))
+        layout.append(_widget(view, {"x": x, "y": y + 1, "width": 3, "height": 6}))
+        y += 7 * (i % 2)
     return {
         "datasets": [
             {"name": v.name, "displayName": v.title, "queryLines": _lines(v.sql)} for v in views
         ],
-        "pages": [{"name": "overview", "displayName": "Overview", "layout": [title, *charts]}],
+        "pages": [
+            {
+                "name": pipeline.name,
+                "displayName": pipeline.title or pipeline.name,
+                "layout": layout,
+            }
+        ],
     }
+
+
+def lakeview_files() -> dict[str, dict[str, Any]]:
+    """Each dashboard's file name (``<pipeline>.lvdash.json``) and document."""
+    return {f"{p.name}.lvdash.json": lakeview(p) for p in dashboard_pipelines()}
 
 
 def _lines(sql: str) -> list[str]:
@@ -183,7 +183,7 @@ def _plain(value: object) -> object:
     return value
 
 
-def query_views(lake: str, views: tuple[View, ...] = VIEWS) -> dict[str, list[dict[str, Any]]]:
+def query_views(lake: str, views: tuple[View, ...]) -> dict[str, list[dict[str, Any]]]:
     """Each view's rows over the Delta tables under ``lake``, read with delta-rs and queried
     with DuckDB. A view whose tables are not all there yet has no rows."""
     import duckdb
@@ -216,5 +216,34 @@ def query_views(lake: str, views: tuple[View, ...] = VIEWS) -> dict[str, list[di
     return results
 
 
+def pipelines_in_lake(lake: str) -> list[Pipeline]:
+    """The pipelines with a dashboard that have at least one table in ``lake``, read from its
+    folders (no Spark)."""
+    from medallion.config import Config
+    from medallion.streams.progress import lake_table
+
+    config = Config(landing=lake, lake=lake)
+    return [
+        p
+        for p in dashboard_pipelines()
+        if any(
+            os.path.isdir(os.path.join(lake_table(config, t.key).path, "_delta_log"))
+            for t in p.tables
+        )
+    ]
+
+
+def write_lakeview_files(folder: str | Path) -> list[Path]:
+    """Write every dashboard's ``.lvdash.json`` into ``folder``; the paths written."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, document in lakeview_files().items():
+        path = Path(folder) / name
+        path.write_text(json.dumps(document, indent=2) + "\n")
+        written.append(path)
+    return written
+
+
 if __name__ == "__main__":
-    print(json.dumps(lakeview(), indent=2))
+    for path in write_lakeview_files(sys.argv[1] if len(sys.argv) > 1 else "dashboards"):
+        print(path)

@@ -205,6 +205,38 @@ class Setting:
         return value
 
 
+@dataclass(frozen=True)
+class View:
+    """One chart or table of a pipeline's dashboard: a query over tables named by their
+    ``flat_name`` (``gold_fraud_alerts``), in SQL that Databricks SQL and DuckDB read alike.
+
+    A ``line`` or ``bar`` chart puts column ``x`` on x and ``y`` on y, a trace per value of
+    ``color``; a ``table`` shows ``columns``. ``choose`` names a column whose value the reader
+    picks (a filter on Databricks, a list on the local page).
+    """
+
+    name: str
+    title: str
+    sql: str
+    tables: tuple[str, ...]
+    kind: str  # line, bar or table: Plotly's and Lakeview's names alike
+    x: str = ""
+    y: str = ""
+    color: str | None = None
+    x_type: str = "categorical"  # temporal, categorical or quantitative
+    columns: tuple[str, ...] = ()
+    choose: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.name, "view name")
+        if self.kind not in ("line", "bar", "table"):
+            raise ValueError(f"view {self.name}: kind is line, bar or table, not {self.kind!r}")
+        if (self.kind == "table") != bool(self.columns) or (self.kind != "table") != bool(
+            self.x and self.y
+        ):
+            raise ValueError(f"view {self.name}: a table names columns, a chart x and y")
+
+
 # Writes synthetic input into a landing folder: (landing, records, files, seed, faults, and the
 # sizes of datasets by name, ``customers=200``, ignoring other pipelines' datasets) -> the paths
 # written, by dataset. ``records`` sizes its main dataset unless that dataset's size is given.
@@ -214,13 +246,16 @@ Generator = Callable[..., dict[str, list[str]]]
 @dataclass(frozen=True)
 class Pipeline:
     """A named set of tables, the flows that write them, the generator of synthetic input for
-    it (``medallion generate --pipeline NAME``) and the settings its flows read."""
+    it (``medallion generate --pipeline NAME``), the settings its flows read, and the views of
+    its dashboard (a page of ``medallion dashboard``, a Lakeview dashboard of the bundle)."""
 
     name: str
     tables: tuple[Table, ...]
     flows: tuple[Flow, ...] = field(default=())
     generate: Generator | None = field(default=None, compare=False)
     settings: tuple[Setting, ...] = ()
+    title: str = ""
+    views: tuple[View, ...] = ()
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "pipeline name")
@@ -231,4 +266,10 @@ class Pipeline:
                 raise ValueError(
                     f"flow {flow.name!r} of pipeline {self.name!r} writes undeclared tables "
                     f"{', '.join(sorted(undeclared))}"
+                )
+        for view in self.views:
+            if not set(view.tables) <= declared:
+                raise ValueError(
+                    f"view {view.name!r} of pipeline {self.name!r} reads undeclared tables "
+                    f"{', '.join(sorted(set(view.tables) - declared))}"
                 )

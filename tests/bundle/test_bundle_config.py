@@ -216,8 +216,46 @@ def test_every_path_and_name_points_at_the_schema_the_deploy_creates(bundle, tar
         assert schema == params["schema"], job.key
         for key in ("landing", "checkpoint_root"):
             assert params[key].startswith(f"/Volumes/{params['catalog']}/{schema}/"), (job.key, key)
-    (placed,) = declared_resources(bundle, "dashboards").values()
-    assert placed["dataset_schema"] == "${var.schema}"  # the same variable, unprefixed
+    for placed in declared_resources(bundle, "dashboards").values():
+        assert placed["dataset_schema"] == "${var.schema}"  # the same variable, unprefixed
+
+
+def test_each_pipeline_with_views_is_a_dashboard_of_the_bundle_generated_from_them(bundle):
+    """One Lakeview dashboard per pipeline, its file exactly what its declared views make."""
+    import json
+
+    from medallion.dashboards import dashboard_pipelines, lakeview
+
+    dashboards = declared_resources(bundle, "dashboards")
+    files = {Path(d["file_path"]).name: key for key, d in dashboards.items()}
+    names = {p.name for p in dashboard_pipelines()}
+    assert names == {"retail", "banking", "iot"}
+    assert set(files) == {f"{name}.lvdash.json" for name in names}
+    for pipeline in dashboard_pipelines():
+        path = ROOT / "dashboards" / f"{pipeline.name}.lvdash.json"
+        committed = json.loads(path.read_text())
+        assert committed == lakeview(pipeline), "regenerate: python -m medallion.dashboards"
+        datasets = {d["name"] for d in committed["datasets"]}
+        (page,) = committed["pages"]
+        widgets = [item["widget"] for item in page["layout"]]
+        used = {q["query"]["datasetName"] for w in widgets for q in w.get("queries", [])}
+        assert used == datasets and "stream_health" in datasets
+        resource = dashboards[files[path.name]]
+        assert resource["file_path"] == f"../dashboards/{path.name}"
+        assert resource["warehouse_id"] == "${var.warehouse_id}"
+    banking = json.loads((ROOT / "dashboards" / "banking.lvdash.json").read_text())
+    kinds = {
+        w["widget"]["name"]: w["widget"]["spec"]["widgetType"]
+        for w in banking["pages"][0]["layout"]
+        if "spec" in w["widget"]
+    }
+    assert kinds["alert_queue"] == "table"
+    iot = json.loads((ROOT / "dashboards" / "iot.lvdash.json").read_text())
+    chooser = [
+        w["widget"] for w in iot["pages"][0]["layout"] if w["widget"]["name"].startswith("choose_")
+    ]
+    assert [w["spec"]["widgetType"] for w in chooser] == ["filter-single-select"]
+    assert chooser[0]["queries"][0]["query"]["datasetName"] == "device_minutes"
 
 
 def test_the_jobs_have_the_documented_shape(bundle):

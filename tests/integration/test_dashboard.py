@@ -1,14 +1,13 @@
-"""The dashboard: one set of views for Lakeview and for ``medallion dashboard``.
+"""The dashboards: each pipeline's views, for Lakeview and for ``medallion dashboard``.
 
-The Lakeview file is generated from the views, and each view's SQL gives the same rows in
-Spark SQL (the dialect of Databricks SQL) as in DuckDB over delta-rs (the local page). The local
-page, opened in headless Chromium, draws each chart with the lake's numbers, computed here with
-Spark, and follows the lake as a new delivery lands.
+Each view's SQL gives the same rows in Spark SQL (the dialect of Databricks SQL) as in DuckDB
+over delta-rs (the local page). The local page, opened in headless Chromium, has a tab per
+pipeline; each draws its charts and tables with the lake's numbers, computed here with Spark,
+the IoT tab for the device chosen, and the page follows the lake as a new delivery lands.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections import Counter
 from decimal import Decimal
@@ -21,7 +20,7 @@ from pyspark.sql import functions as F
 from spark_cluster import free_port
 
 from medallion.config import Config
-from medallion.dashboards import VIEWS, lakeview, query_views
+from medallion.dashboards import dashboard_pipelines, dashboard_views, query_views
 from medallion.pipelines.retail.generator import generate
 from medallion.streams.progress import lake_table
 from medallion.streams.runner import run_available_now
@@ -34,10 +33,10 @@ CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver"
 
 
 @pytest.fixture(scope="module")
-def retail_lake(reference_lake, tmp_path_factory):
-    """A copy of the reference lake (the browser test lands a delivery in it), run as retail."""
+def lake(reference_lake, tmp_path_factory):
+    """A copy of the reference lake, every pipeline in it (the browser test lands a delivery)."""
     landing, lake = copy_lake(reference_lake, tmp_path_factory.mktemp("dashboard"))
-    return Config(landing=str(landing), lake=str(lake), pipelines=("retail",))
+    return Config(landing=str(landing), lake=str(lake))
 
 
 def _rounded(rows):
@@ -51,23 +50,22 @@ def _rounded(rows):
     return [tuple(plain(v) for v in row) for row in rows]
 
 
-def test_the_lakeview_file_is_the_views_and_their_sql_runs_alike_in_spark(spark, retail_lake):
-    committed = json.loads((ROOT / "dashboards" / "medallion.lvdash.json").read_text())
-    assert committed == lakeview(), "regenerate: python -m medallion.dashboards > dashboards/..."
-    datasets = {d["name"] for d in committed["datasets"]}
-    widgets = [item["widget"] for item in committed["pages"][0]["layout"]]
-    charted = {q["query"]["datasetName"] for w in widgets for q in w.get("queries", [])}
-    assert charted == datasets == {view.name for view in VIEWS}
-
-    local = query_views(retail_lake.lake)
-    for view in VIEWS:
-        for key in view.tables:
-            table = lake_table(retail_lake, key)
-            read_table(spark, table).createOrReplaceTempView(table.flat_name)
-        in_spark = spark.sql(view.sql).collect()
-        assert in_spark, view.name
-        columns = list(local[view.name][0])
-        assert _rounded(in_spark) == _rounded([[r[c] for c in columns] for r in local[view.name]])
+def test_every_view_of_every_dashboard_gives_the_same_rows_in_spark_as_locally(spark, lake):
+    """The Lakeview files are checked against the views offline (tests/bundle); here each view
+    runs in Spark SQL and in DuckDB over delta-rs, on a lake of every pipeline."""
+    for pipeline in dashboard_pipelines():
+        views = dashboard_views(pipeline)
+        local = query_views(lake.lake, views)
+        for view in views:
+            for key in view.tables:
+                table = lake_table(lake, key)
+                read_table(spark, table).createOrReplaceTempView(table.flat_name)
+            in_spark = spark.sql(view.sql).collect()
+            assert in_spark, (pipeline.name, view.name)
+            columns = list(local[view.name][0])
+            assert _rounded(in_spark) == _rounded(
+                [[r[c] for c in columns] for r in local[view.name]]
+            ), (pipeline.name, view.name)
 
 
 def _browser():
@@ -92,13 +90,39 @@ def _browser():
     return webdriver.Chrome(options=options, service=webdriver.ChromeService(str(CHROMEDRIVER)))
 
 
-def _chart(browser, name: str) -> list[dict]:
+def _chart(browser, element: str) -> list[dict] | None:
     """The traces Plotly drew for one chart: their names, x and y."""
     return browser.execute_script(
         "const plot = document.querySelector(`#${arguments[0]} .js-plotly-plot`);"
         "return plot && plot.data ? plot.data.map(t => ({name: t.name, x: t.x, y: t.y})) : null;",
-        name,
+        element,
     )
+
+
+def _table(browser, element: str) -> list[list[str]] | None:
+    """The cells of a table view, row by row (the header first); None until it is drawn."""
+    return browser.execute_script(
+        "const table = document.getElementById(arguments[0]);"
+        "if (!table || !table.rows.length) return null;"
+        "return Array.from(table.rows).map(r => Array.from(r.cells).map(c => c.textContent));",
+        element,
+    )
+
+
+def _open_tab(browser, pipeline) -> None:
+    from selenium.webdriver.common.by import By
+
+    label = pipeline.title or pipeline.name
+    browser.find_element(By.XPATH, f"//*[normalize-space(text())='{label}']").click()
+    views = dashboard_views(pipeline)
+
+    def drawn() -> bool:
+        return all(
+            (_table if v.kind == "table" else _chart)(browser, f"{pipeline.name}-{v.name}")
+            for v in views
+        )
+
+    assert wait_until(drawn, 60, 0.5), pipeline.name
 
 
 def _revenue_by_country(spark, config) -> dict[str, float]:
@@ -107,50 +131,107 @@ def _revenue_by_country(spark, config) -> dict[str, float]:
     return {r.country: float(r.revenue) for r in totals}
 
 
-def test_the_local_page_draws_each_chart_with_the_lakes_numbers_and_follows_the_lake(
-    spark, retail_lake
+def _check_retail(browser, spark, lake) -> dict[str, float]:
+    (revenue,) = _chart(browser, "retail-revenue_by_country")
+    expected = _revenue_by_country(spark, lake)
+    assert dict(zip(revenue["x"], revenue["y"], strict=True)) == pytest.approx(expected)
+
+    reasons: Counter = Counter()
+    for key in ("silver/events_quarantine", "silver/customers_quarantine"):
+        for row in read_table(spark, lake.table(key)).collect():
+            reasons[row.reason] += 1
+    (drawn,) = _chart(browser, "retail-quarantine_reasons")
+    assert dict(zip(drawn["x"], drawn["y"], strict=True)) == dict(reasons)
+
+    metrics = {t["name"]: sum(t["y"]) for t in _chart(browser, "retail-gold_metrics")}
+    gold = read_table(spark, lake.table("gold/hourly_product_metrics"))
+    sums = gold.agg(*(F.sum(c).alias(c) for c in ("views", "add_to_carts", "purchases")))
+    assert metrics == sums.first().asDict()
+    return expected
+
+
+def _check_banking(browser, spark, lake) -> None:
+    alerts = read_table(spark, lake.table("gold/fraud_alerts")).collect()
+    header, *rows = _table(browser, "banking-alert_queue")
+    assert header == ["transaction_timestamp", "transaction_id", "account_id", "amount", "reasons"]
+    newest = sorted(alerts, key=lambda a: (-a.transaction_timestamp.timestamp(), a.transaction_id))
+    assert len(rows) == min(len(alerts), 500) > 0
+    assert [r[1] for r in rows] == [a.transaction_id for a in newest[:500]]
+    assert rows[0][4] == ", ".join(newest[0].alert_reasons)
+
+    per_reason: Counter = Counter(reason for a in alerts for reason in a.alert_reasons)
+    traces = _chart(browser, "banking-alerts_by_reason")
+    assert {t["name"]: sum(t["y"]) for t in traces} == dict(per_reason)
+
+    activity = read_table(spark, lake.table("gold/account_daily_activity"))
+    shares = activity.groupBy("account_id").agg(
+        (F.sum("flagged_transactions") / F.sum("transactions")).alias("share")
+    )
+    expected = {r.account_id: r.share for r in shares.collect()}
+    (drawn,) = _chart(browser, "banking-flagged_share")
+    assert len(drawn["x"]) == min(20, len(expected))
+    assert drawn["y"] == sorted(drawn["y"], reverse=True)
+    assert max(drawn["y"]) == pytest.approx(max(expected.values()))
+    for account, share in zip(drawn["x"], drawn["y"], strict=True):
+        assert share == pytest.approx(expected[account])
+
+
+def _check_iot(browser, spark, lake) -> None:
+    status = read_table(spark, lake.table("gold/device_status")).orderBy("device_id").collect()
+    header, *rows = _table(browser, "iot-device_status")
+    assert header == ["device_id", "status", "last_seen", "temperature", "humidity"]
+    assert [(r[0], r[1]) for r in rows] == [(s.device_id, s.status) for s in status]
+
+    minutes = read_table(spark, lake.table("gold/device_minute_metrics"))
+
+    def averages(device: str) -> dict[str, float]:
+        rows = minutes.where(F.col("device_id") == device).collect()
+        return {
+            "temperature_avg": sum(r.temperature_avg for r in rows),
+            "humidity_avg": sum(r.humidity_avg for r in rows),
+        }
+
+    def drawn_for(device: str) -> bool:
+        traces = _chart(browser, "iot-device_minutes") or []
+        sums = {t["name"]: sum(t["y"]) for t in traces}
+        return sums == pytest.approx(averages(device))
+
+    devices = [s.device_id for s in status]
+    assert wait_until(lambda: drawn_for(devices[0]), 30, 0.5)  # the first device, by default
+
+
+def test_each_pipelines_page_draws_its_views_with_the_lakes_numbers_and_follows_the_lake(
+    spark, lake
 ):
     port = free_port()
     server = subprocess.Popen(
-        [MEDALLION, "dashboard", "--lake", retail_lake.lake, "--port", str(port), "--refresh", "1"],
+        [MEDALLION, "dashboard", "--lake", lake.lake, "--port", str(port), "--refresh", "1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     browser = None
+    pipelines = {p.name: p for p in dashboard_pipelines()}
     try:
         assert server.stdout.readline().startswith(f"medallion dashboard: http://127.0.0.1:{port}/")
         browser = _browser()
         browser.get(f"http://127.0.0.1:{port}/")
-        assert wait_until(lambda: all(_chart(browser, v.name) for v in VIEWS), 60, 0.5)
-
-        (revenue,) = _chart(browser, "revenue_by_country")
-        expected = _revenue_by_country(spark, retail_lake)
-        assert dict(zip(revenue["x"], revenue["y"], strict=True)) == pytest.approx(expected)
-
-        reasons: Counter = Counter()
-        for key in ("silver/events_quarantine", "silver/customers_quarantine"):
-            for row in read_table(spark, retail_lake.table(key)).collect():
-                reasons[row.reason] += 1
-        (drawn,) = _chart(browser, "quarantine_reasons")
-        assert dict(zip(drawn["x"], drawn["y"], strict=True)) == dict(reasons)
-
-        metrics = {t["name"]: sum(t["y"]) for t in _chart(browser, "gold_metrics")}
-        gold = read_table(spark, retail_lake.table("gold/hourly_product_metrics"))
-        sums = gold.agg(*(F.sum(c).alias(c) for c in ("views", "add_to_carts", "purchases")))
-        assert metrics == sums.first().asDict()
-
-        streams = {t["name"] for t in _chart(browser, "stream_health")}
-        assert {"bronze_events", "silver_customers"} <= streams
+        checks = {"retail": _check_retail, "banking": _check_banking, "iot": _check_iot}
+        for name in ("banking", "iot", "retail"):
+            _open_tab(browser, pipelines[name])
+            expected = checks[name](browser, spark, lake)
+            streams = {t["name"] for t in _chart(browser, f"{name}-stream_health")}
+            flows = {f.name for f in pipelines[name].flows}
+            assert streams and streams <= flows, name
 
         # A new delivery: the page reads the lake again and draws the new totals.
-        generate(retail_lake.landing, events=200, customers=10, files=1, seed=32)
-        run_available_now(spark, retail_lake)
-        grown = _revenue_by_country(spark, retail_lake)
+        generate(lake.landing, events=200, customers=10, files=1, seed=32)
+        run_available_now(spark, lake.with_options(pipelines=("retail",)))
+        grown = _revenue_by_country(spark, lake)
         assert grown != expected
 
         def redrawn() -> bool:
-            (now,) = _chart(browser, "revenue_by_country")
+            (now,) = _chart(browser, "retail-revenue_by_country")
             return dict(zip(now["x"], now["y"], strict=True)) == pytest.approx(grown)
 
         assert wait_until(redrawn, 60, 0.5)

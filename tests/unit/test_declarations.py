@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from medallion.config import Config
-from medallion.declarations import Flow, Landing, Pipeline, Table
+from medallion.declarations import Flow, Landing, Pipeline, Table, View
 from medallion.ops.lineage import mermaid
 from medallion.pipelines import all_flows, all_tables, pipelines, register
 
@@ -74,6 +74,21 @@ def test_the_registry_refuses_collisions_and_undeclared_tables():
         pipelines(["nope"])
     with pytest.raises(ValueError, match="unknown layer"):
         Table("platinum", "x", "v INT")
+
+
+def test_a_view_reads_declared_tables_and_is_a_chart_or_a_table():
+    readings = Table("gold", "readings", "value STRING")
+    chart = View("values", "Values", "SELECT 1", ("gold/readings",), "bar", x="a", y="b")
+    assert Pipeline("meters", (readings,), views=(chart,)).views == (chart,)
+    stray = View("stray", "Stray", "SELECT 1", ("gold/other",), "bar", x="a", y="b")
+    with pytest.raises(ValueError, match="reads undeclared tables gold/other"):
+        Pipeline("meters", (readings,), views=(stray,))
+    with pytest.raises(ValueError, match="a table names columns, a chart x and y"):
+        View("rows", "Rows", "SELECT 1", ("gold/readings",), "table")
+    with pytest.raises(ValueError, match="a table names columns, a chart x and y"):
+        View("line", "Line", "SELECT 1", ("gold/readings",), "line", columns=("a",))
+    with pytest.raises(ValueError, match="kind is line, bar or table"):
+        View("pie", "Pie", "SELECT 1", ("gold/readings",), "pie", x="a", y="b")
 
 
 def test_the_readme_lineage_is_the_one_the_declarations_give():

@@ -17,6 +17,7 @@ from medallion.pipelines import register
 from medallion.pipelines.banking import batches
 from medallion.pipelines.banking import tables as t
 from medallion.pipelines.banking.generator import generate
+from medallion.pipelines.banking.views import VIEWS
 
 SETTINGS = (
     Setting(
@@ -93,5 +94,7 @@ BANKING = register(
         ),
         generate=generate,
         settings=SETTINGS,
+        title="Fraud alerts",
+        views=VIEWS,
     )
 )

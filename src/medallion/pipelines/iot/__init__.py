@@ -12,6 +12,7 @@ from medallion.pipelines import register
 from medallion.pipelines.iot import batches
 from medallion.pipelines.iot import tables as t
 from medallion.pipelines.iot.generator import generate
+from medallion.pipelines.iot.views import VIEWS
 
 IOT = register(
     Pipeline(
@@ -42,5 +43,7 @@ IOT = register(
             ),
         ),
         generate=generate,
+        title="Device status",
+        views=VIEWS,
     )
 )

@@ -8,6 +8,7 @@ from medallion.pipelines import register
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.pipelines.retail.generator import generate
 from medallion.pipelines.retail.tables import TABLES
+from medallion.pipelines.retail.views import VIEWS
 
 
 def generate_retail(
@@ -24,4 +25,13 @@ def generate_retail(
     return generate(landing, records if events is None else events, customers, files, seed, faults)
 
 
-RETAIL = register(Pipeline("retail", TABLES, FLOWS, generate=generate_retail))
+RETAIL = register(
+    Pipeline(
+        "retail",
+        TABLES,
+        FLOWS,
+        generate=generate_retail,
+        title="Retail: gold and quality",
+        views=VIEWS,
+    )
+)
