@@ -25,6 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from medallion.config import Config, TableRef
 from medallion.declarations import Pipeline, View
 from medallion.pipelines import pipelines
 
@@ -189,18 +190,14 @@ def query_views(lake: str, views: tuple[View, ...]) -> dict[str, list[dict[str, 
     import duckdb
     from deltalake import DeltaTable
 
-    from medallion.config import Config
-    from medallion.streams.progress import lake_table
-
-    config = Config(landing=lake, lake=lake)
     connection = duckdb.connect()
     loaded: dict[str, bool] = {}
     results: dict[str, list[dict[str, Any]]] = {}
     for view in views:
         for key in view.tables:
             if key not in loaded:
-                table = lake_table(config, key)
-                loaded[key] = os.path.isdir(os.path.join(table.path, "_delta_log"))
+                table = _lake_table(lake, key)
+                loaded[key] = _exists(table)
                 if loaded[key]:
                     arrow = DeltaTable(table.path).to_pyarrow_table()
                     connection.register(table.flat_name, arrow)
@@ -216,20 +213,22 @@ def query_views(lake: str, views: tuple[View, ...]) -> dict[str, list[dict[str, 
     return results
 
 
-def pipelines_in_lake(lake: str) -> list[Pipeline]:
-    """The pipelines with a dashboard that have at least one table in ``lake``, read from its
-    folders (no Spark)."""
-    from medallion.config import Config
+def _lake_table(lake: str, key: str) -> TableRef:
+    """The table of ``key`` (a declared table or the progress table) in the lake at ``lake``."""
     from medallion.streams.progress import lake_table
 
-    config = Config(landing=lake, lake=lake)
+    return lake_table(Config(landing=lake, lake=lake), key)
+
+
+def _exists(table: TableRef) -> bool:
+    """True when the table's folder holds a Delta log (read from the folder: no Spark)."""
+    return os.path.isdir(os.path.join(str(table.path), "_delta_log"))
+
+
+def pipelines_in_lake(lake: str) -> list[Pipeline]:
+    """The pipelines with a dashboard that have at least one table in ``lake``."""
     return [
-        p
-        for p in dashboard_pipelines()
-        if any(
-            os.path.isdir(os.path.join(lake_table(config, t.key).path, "_delta_log"))
-            for t in p.tables
-        )
+        p for p in dashboard_pipelines() if any(_exists(_lake_table(lake, t.key)) for t in p.tables)
     ]
 
 

@@ -87,22 +87,25 @@ def commit_tags(actions: Sequence[dict[str, Any]]) -> dict[str, int]:
     (Delta's idempotent writes and its streaming sink) and from the tag medallion puts in its
     ``commitInfo.userMetadata`` (streams/exactly_once.py)."""
     tags = {a["txn"]["appId"]: int(a["txn"]["version"]) for a in actions if "txn" in a}
-    for action in actions:
-        metadata = (action.get("commitInfo") or {}).get("userMetadata")
-        if not metadata or BATCH_TAG_KEY not in metadata:
-            continue
+    metadata = commit_info(actions).get("userMetadata")
+    if metadata and BATCH_TAG_KEY in metadata:
         try:
             tag = json.loads(metadata)[BATCH_TAG_KEY]
             tags[str(tag["app"])] = int(tag["batch"])
         except (ValueError, TypeError, KeyError):
-            continue  # someone else's metadata that happens to mention the key
+            pass  # someone else's metadata that happens to mention the key
     return tags
+
+
+def commit_info(actions: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A commit's ``commitInfo`` action ({} when it has none)."""
+    return next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
 
 
 def commit_timestamp(actions: Sequence[dict[str, Any]]) -> int | None:
     """When a commit was made (ms since the epoch): its in-commit timestamp when the table
     keeps them, else the writer's clock in its ``commitInfo``; None when it has neither."""
-    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    info = commit_info(actions)
     value = info.get("inCommitTimestamp", info.get("timestamp"))
     return int(value) if value is not None else None
 
@@ -147,9 +150,7 @@ def commit_infos(spark: SparkSession, table: TableRef, version: int) -> list[dic
     latest = committed_version(spark, table)
     infos = []
     for number in range(version + 1, (latest if latest is not None else version) + 1):
-        actions = commit_actions(spark, table, number)
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        infos.append({**info, "version": number})
+        infos.append({**commit_info(commit_actions(spark, table, number)), "version": number})
     return infos
 
 

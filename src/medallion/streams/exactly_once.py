@@ -28,6 +28,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
@@ -156,15 +157,21 @@ class BatchWrites:
 
     ``replay`` says whether the batch may have run before; when it cannot have, no write looks
     anything up. Writes of one batch may run side by side, each to its own table.
+    ``readable`` remembers, by table key, whether a table's log can be read from here: it
+    cannot change under a running query, so the query's batches share it.
     """
 
     def __init__(
-        self, spark: SparkSession, batch_id: int, replay: bool, checkpoint: str | None = None
+        self,
+        spark: SparkSession,
+        batch_id: int,
+        replay: bool,
+        checkpoint: str | None = None,
+        readable: dict[str, bool] | None = None,
     ) -> None:
         self.spark, self.batch_id, self.replay = spark, batch_id, replay
         self.checkpoint = checkpoint
-        self._readable: dict[str, bool] = {}
-        self._planned: list[int | None] = []
+        self._readable = {} if readable is None else readable
 
     def tag(self, app_id: str) -> BatchTag:
         return BatchTag(app_id, self.batch_id)
@@ -174,18 +181,18 @@ class BatchWrites:
             self._readable[table.key] = log_readable(self.spark, table)
         return self._readable[table.key]
 
-    def _planned_ms(self) -> int | None:
-        if not self._planned:
-            checkpoint = self.checkpoint
-            planned = planned_at(self.spark, checkpoint, self.batch_id) if checkpoint else None
-            self._planned.append(planned)
-        return self._planned[0]
+    @cached_property
+    def planned_ms(self) -> int | None:
+        """When the stream planned this batch (:func:`planned_at`); None without a checkpoint."""
+        if self.checkpoint is None:
+            return None
+        return planned_at(self.spark, self.checkpoint, self.batch_id)
 
     def written_before(self, table: TableRef, app_id: str) -> bool:
         """True when an earlier run of this batch committed its write of ``app_id`` to ``table``."""
         if not self.replay:
             return False
-        tag, planned = self.tag(app_id), self._planned_ms()
+        tag, planned = self.tag(app_id), self.planned_ms
         if self._log_readable(table):
             written = written_in_log(self.spark, table, tag, planned)
         else:
@@ -248,6 +255,7 @@ class ReplayGuard:
         self.checkpoint = checkpoint
         self._started: int | None = None
         self._completed: int | None = None
+        self._readable: dict[str, bool] = {}  # whether each table's log is read from here
 
     @contextmanager
     def batch(self, spark: SparkSession, batch_id: int) -> Iterator[BatchWrites]:
@@ -255,7 +263,7 @@ class ReplayGuard:
         without an error."""
         new = self._completed == batch_id - 1 and self._started == batch_id - 1
         self._started = batch_id
-        yield BatchWrites(spark, batch_id, replay=not new, checkpoint=self.checkpoint)
+        yield BatchWrites(spark, batch_id, not new, self.checkpoint, self._readable)
         self._completed = batch_id
 
 

@@ -59,17 +59,19 @@ def query_id(spark: SparkSession, checkpoint: str) -> str:
     return json.loads(read_text(spark, f"{checkpoint}/metadata"))["id"]
 
 
-def transaction_app_id(stream_name: str, checkpoint: str) -> Callable[[SparkSession], str]:
-    """The ``txnAppId`` of a stream's writes, ``medallion:<stream>:<query id>``.
+def transaction_app_id(stream_name: str | None, checkpoint: str) -> Callable[[SparkSession], str]:
+    """The app id a stream's writes are tagged with, ``medallion:<stream>:<query id>``, or the
+    bare query id when ``stream_name`` is None (as Delta's own streaming sink tags a batch).
 
-    Read from the checkpoint at the first batch and then remembered: that read is a Spark job,
-    and the id cannot change under a running query. Make one per started query.
+    Read from the checkpoint at the first batch and then remembered: that read may be a Spark
+    job, and the id cannot change under a running query. Make one per started query.
     """
     known: list[str] = []
 
     def app_id(spark: SparkSession) -> str:
         if not known:
-            known.append(f"medallion:{stream_name}:{query_id(spark, checkpoint)}")
+            query = query_id(spark, checkpoint)
+            known.append(query if stream_name is None else f"medallion:{stream_name}:{query}")
         return known[0]
 
     return app_id

@@ -53,7 +53,7 @@ from medallion.session import is_connect_session
 from medallion.storage import local_path
 from medallion.streams.exactly_once import BatchWrites, ReplayGuard
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
-from medallion.streams.sinks import query_id
+from medallion.streams.sinks import transaction_app_id
 from medallion.streams.stage_clock import STAGE_CLOCK, StageClock
 from medallion.streams.table_schema import check_table_schema
 from medallion.tables import history, holds_data, read_table
@@ -327,20 +327,6 @@ def _summary(validated: DataFrame) -> tuple[int, int, tuple[object, object]]:
     return int(row[0]), int(row[1]), (row[2], row[3])
 
 
-class _QueryIds:
-    """The id of the query that owns a checkpoint, read at its first batch (a Spark job when
-    the checkpoint is remote) and then remembered: it cannot change under a running query."""
-
-    def __init__(self, checkpoint: str) -> None:
-        self.checkpoint = checkpoint
-        self._id: str | None = None
-
-    def __call__(self, spark: SparkSession) -> str:
-        if self._id is None:
-            self._id = query_id(spark, self.checkpoint)
-        return self._id
-
-
 def events_batch(
     config: Config, checkpoint: str, stages: Sequence[str] = STAGES, clock: StageClock = STAGE_CLOCK
 ) -> Callable[[DataFrame, int], None]:
@@ -352,9 +338,13 @@ def events_batch(
         raise ValueError(f"the events stages are a prefix of {STAGES}, not {tuple(stages)}")
     tables = EventTables.of(config)
     extra = config.carried("silver/events")
-    query = _QueryIds(checkpoint)
     tune_for_size = _SizeTuning()
     stream = STAGE_STREAMS["bronze"]
+    # Bronze is tagged with the bare query id, as Delta's own streaming sink tags a batch.
+    bronze_app, stream_app = (
+        transaction_app_id(None, checkpoint),
+        transaction_app_id(stream, checkpoint),
+    )
     known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
     known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
     guard = ReplayGuard(checkpoint)
@@ -384,11 +374,11 @@ def events_batch(
             tune_for_size(spark, rows)
         if not rows:
             return
-        app = f"medallion:{stream}:{query(spark)}"
+        app = stream_app(spark)
 
         def bronze() -> None:
             with clock.timing("bronze"):
-                writes.append(bronze_rows(validated), tables.bronze, query(spark))
+                writes.append(bronze_rows(validated), tables.bronze, bronze_app(spark))
             pause_point("bronze_events:appended")  # crash tests only
 
         def quarantine() -> None:
@@ -453,9 +443,9 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
     does not hold yet. Each write happens once per batch (streams/exactly_once.py)."""
     tables = EventTables.of(config)
     extra = config.carried("silver/events")
-    query = _QueryIds(checkpoint)
     tune_for_size = _SizeTuning()
     stream = STAGE_STREAMS["silver"]
+    app_id = transaction_app_id(stream, checkpoint)
     known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
     guard = ReplayGuard(checkpoint)
 
@@ -471,7 +461,7 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
             validated = persist(validated.withColumn("_raw", F.when(invalid_row, F.col("_raw"))))
             rows, invalid, _ingested = _summary(validated)
             tune_for_size(spark, rows)
-            app = f"medallion:{stream}:{query(spark)}"
+            app = app_id(spark)
             with guard.batch(spark, batch_id) as writes:
                 if invalid:
                     writes.append(quarantined_events(validated), tables.quarantine, app)
@@ -490,9 +480,9 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
     silver (a rebuilt gold): a batch holds rows silver inserted (silver never updates or
     deletes one), which :func:`write_gold` adds to gold."""
     tables = EventTables.of(config)
-    query = _QueryIds(checkpoint)
     tune_for_size = _SizeTuning()
     stream = STAGE_STREAMS["gold"]
+    app_id = transaction_app_id(stream, checkpoint)
     known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
     guard = ReplayGuard(checkpoint)
 
@@ -506,7 +496,7 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
                 if not rows:
                     return
                 tune_for_size(spark, rows)
-                app = f"medallion:{stream}:{query(spark)}"
+                app = app_id(spark)
                 write_gold(spark, tables, events, known_users, persist, writes, app)
         finally:
             persist.release()
