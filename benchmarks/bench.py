@@ -641,7 +641,7 @@ def main() -> None:
         (
             "deliveries",
             "small deliveries: medallion run against a batch-ceiling process, whole processes",
-            ["--history", "2000", "--delivery", "1000", "--repeat", "1"],
+            ["--history", "1000", "--delivery", "500", "--repeat", "1"],
         ),
         (
             "incremental",

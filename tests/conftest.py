@@ -20,6 +20,9 @@ time.tzset()
 # Lean local Spark for a 2-core machine; set before any session exists.
 os.environ.setdefault("MEDALLION_SPARK_MASTER", "local[2]")
 os.environ.setdefault("MEDALLION_DRIVER_MEMORY", "3g")
+# Python workers of the shared JVM (the Spark Connect server's foreachBatch runners among
+# them, tests/bundle/test_connect.py) run this interpreter, with medallion importable.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 short_lived_jvms_by_default()
 
 

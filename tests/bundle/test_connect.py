@@ -1,11 +1,12 @@
-"""The pipeline through Spark Connect: a local Connect server with Delta, on 127.0.0.1.
+"""The pipeline through Spark Connect: a Connect server with Delta, on 127.0.0.1.
 
-pyspark 4.2.0 ships the Connect server (jars/spark-connect_2.13-4.2.0.jar) but not
-sbin/start-connect-server.sh, so the server starts as that script would: spark-submit of
-org.apache.spark.sql.connect.service.SparkConnectServer, with the Delta jars and the same
-session settings as local runs. Delta's Connect plugin (io.delta:delta-connect-server) is not
-published for Spark 4.2 on Maven Central, so the server has none: the pipeline reaches Delta
-only through SQL and DataFrame reads and writes, which is what this test proves.
+pyspark 4.2.0 ships the Connect server (jars/spark-connect_2.13-4.2.0.jar). The server starts
+inside the test run's own session (``SparkConnectService.start`` on its SparkContext), as
+``start-connect-server.sh`` would start it in a JVM of its own: the same Delta jars and session
+settings as local runs, a JVM that the other tests have already warmed, and no second one to
+start. Delta's Connect plugin (io.delta:delta-connect-server) is not published for Spark 4.2 on
+Maven Central, so the server has none: the pipeline reaches Delta only through SQL and
+DataFrame reads and writes, which is what this test proves.
 
 The triggered pipeline job runs with ``SPARK_REMOTE`` set, its notebooks' kernels holding only
 Connect clients, on the landing files the local runs processed (``local_jobs``); the tables
@@ -15,23 +16,20 @@ must equal theirs, row for row.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pyspark
 import pytest
 from bundle_support import ROOT, comparable_snapshot
 
 from medallion.config import Config
-from medallion.session import LOCAL_SPARK_CONF, java_options, local_conf, local_packages
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 MEDALLION = str(Path(sys.executable).with_name("medallion"))
-CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
+RETAIL_STREAMS = ("bronze_events", "silver_customers", "gold_daily_revenue_by_country")
 
 
 def free_port() -> int:
@@ -48,65 +46,51 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _jars() -> tuple[str, str]:
-    """The server's jars: the jar cache's files when it has them, else Maven packages."""
-    conf = local_conf()
-    if "spark.jars" in conf:
-        return "--jars", conf["spark.jars"]
-    return "--packages", ",".join(local_packages())
-
-
 @pytest.fixture(scope="module")
-def connect_url(tmp_path_factory):
-    """A Spark Connect server with Delta on 127.0.0.1, stopped after the module."""
-    spark_home = Path(pyspark.__file__).parent
+def connect_url(spark):
+    """A Spark Connect server on 127.0.0.1 in the shared session's JVM, stopped after the
+    module. Its foreachBatch functions run in Python workers of ``PYSPARK_PYTHON``, which
+    tests/conftest.py sets to this interpreter before the JVM starts."""
+    context = spark.sparkContext._jsc.sc()
     port = free_port()
-    settings = {
-        **LOCAL_SPARK_CONF,
-        "spark.connect.grpc.binding.address": "127.0.0.1",
-        "spark.connect.grpc.binding.port": str(port),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        # Spark's own logging (INFO): the test reads which streams ran in the server.
-        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC {java_options()}",
-    }
-    command = [
-        str(spark_home / "bin" / "spark-submit"),
-        *("--class", CONNECT_SERVER, "--name", "medallion-connect-test"),
-        *("--master", "local[2]", "--driver-memory", "2g"),
-        *_jars(),
-        *[arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")],
-        "spark-internal",
-    ]
-    # The server runs foreachBatch functions in Python workers: this interpreter, with medallion.
-    env = {**os.environ, "SPARK_HOME": str(spark_home), "PYSPARK_PYTHON": sys.executable}
-    env.pop("SPARK_REMOTE", None)
-    log_path = tmp_path_factory.mktemp("connect") / "server.log"
-    with open(log_path, "wb") as log:
-        server = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+    context.conf().set("spark.connect.grpc.binding.address", "127.0.0.1")
+    context.conf().set("spark.connect.grpc.binding.port", str(port))
+    service = spark.sparkContext._jvm.org.apache.spark.sql.connect.service.SparkConnectService
+    service.start(context)
     try:
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + 120
         while not _listening(port):
-            if server.poll() is not None or time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace")[-3000:]
-                pytest.fail(f"the Spark Connect server did not start:\n{tail}")
-            time.sleep(1)
-        yield f"sc://127.0.0.1:{port}", log_path
+            if time.monotonic() > deadline:
+                pytest.fail(f"the Spark Connect server did not listen on 127.0.0.1:{port}")
+            time.sleep(0.2)
+        yield f"sc://127.0.0.1:{port}"
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        # stop(timeout, unit): Scala's default arguments, which Python cannot leave out.
+        service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())
+
+
+def _job_descriptions(spark, after_job: int) -> str:
+    """The descriptions of the shared JVM's Spark jobs numbered above ``after_job``: a
+    streaming batch's job is described by its query's name."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    found = []
+    for index in range(jobs.size()):
+        job = jobs.apply(index)
+        if job.jobId() > after_job and job.description().isDefined():
+            found.append(job.description().get())
+    return "\n".join(found)
+
+
+def _last_job(spark) -> int:
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    return max((jobs.apply(i).jobId() for i in range(jobs.size())), default=-1)
 
 
 def test_the_pipeline_job_through_spark_connect_matches_the_local_run(
     spark, local_jobs, connect_url, tmp_path
 ):
-    url, server_log = connect_url
+    url = connect_url
+    first_job = _last_job(spark)
     lake = tmp_path / "lake"
     env = {**os.environ, "SPARK_REMOTE": url}
     places = ["--landing", str(local_jobs.landing), "--lake", str(lake)]
@@ -122,8 +106,8 @@ def test_the_pipeline_job_through_spark_connect_matches_the_local_run(
     assert "job medallion_pipeline: 3 tasks succeeded" in result.stdout
 
     # The streams ran in the server, not in the kernels.
-    log = server_log.read_text(errors="replace")
-    assert "bronze_events" in log and "gold_daily_revenue_by_country" in log
+    described = _job_descriptions(spark, first_job)
+    assert any(name in described for name in RETAIL_STREAMS), described[-2000:]
     bronze = (tmp_path / "runs" / "bronze.ipynb").read_text()
     assert "delta-spark_4.2" not in bronze  # no local session resolved the Delta jars
 

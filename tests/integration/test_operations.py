@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 
@@ -13,7 +14,7 @@ from oracle import expected_from
 from medallion.config import Config, DeltaSourceOptions
 from medallion.console import plain
 from medallion.generate import write_file_atomically
-from medallion.ops.maintain import VacuumRefused, files_on_disk, maintain
+from medallion.ops.maintain import VacuumRefused, data_files, files_on_disk, maintain, vacuum
 from medallion.ops.reset import execute_reset, plan_reset
 from medallion.ops.status import lake_status, render_status
 from medallion.pipelines.retail.flows import FLOWS
@@ -183,3 +184,28 @@ def test_compaction_is_not_reread_downstream_and_vacuum_keeps_what_a_lagging_str
     generate(str(landing), events=100, customers=0, files=1, seed=9)
     run_available_now(spark, config)
     assert_lake_matches(spark, config, expected_from(landing))
+
+
+def test_vacuum_runs_only_when_a_file_is_older_than_its_retention(spark, config):
+    """VACUUM deletes only files modified before its cutoff: a table with none is left alone
+    (no Spark job, no VACUUM commit); once a file is that old, VACUUM runs and deletes what
+    it may, keeping a removed file whose removal is younger than the retention."""
+    table = config.table("silver/events")
+    spark.range(3).write.format("delta").save(table.path)
+    spark.range(4).write.format("delta").mode("overwrite").save(table.path)
+    assert vacuum(spark, table, 168) is None
+    assert "VACUUM START" not in {r.operation for r in history(spark, table).collect()}
+
+    folder = os.path.abspath(table.path)
+    stray = os.path.join(folder, "part-00000-left-by-a-failed-write.parquet")
+    with open(stray, "wb") as out:
+        out.write(b"not referenced by any version")
+    week_and_a_day_ago = time.time() - 192 * 3600
+    for name in os.listdir(folder):
+        if name.endswith(".parquet"):
+            os.utime(os.path.join(folder, name), (week_and_a_day_ago, week_and_a_day_ago))
+    before = data_files(table)
+    assert vacuum(spark, table, 168) == 1  # the stray file; the overwritten one is kept
+    assert not os.path.exists(stray) and data_files(table) == before - 1
+    assert "VACUUM END" in {r.operation for r in history(spark, table).collect()}
+    assert read_table(spark, table).count() == 4

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,7 +39,15 @@ from medallion.ops.lineage import stream_readers
 from medallion.pipelines import all_tables
 from medallion.streams import checkpoint_files as checkpoints
 from medallion.streams.progress import PROGRESS_TABLE_KEY, lake_table
-from medallion.tables import history, table_exists
+from medallion.tables import (
+    commit_actions,
+    commit_timestamp,
+    committed_version,
+    file_stats,
+    history,
+    latest_checksum,
+    table_exists,
+)
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +136,18 @@ def _detail(spark: SparkSession, table: TableRef) -> dict:
     return row.asDict()
 
 
+def _file_count(spark: SparkSession, table: TableRef) -> int:
+    """The files of the table's latest version (from its checksum file when it has one)."""
+    return file_stats(spark, table)[0]
+
+
 def deleted_file_retention_hours(spark: SparkSession, table: TableRef) -> float:
     """The table's ``delta.deletedFileRetentionDuration`` in hours (Delta's default: 168)."""
-    properties = _detail(spark, table).get("properties") or {}
+    metadata = (latest_checksum(spark, table) or {}).get("metadata")
+    if metadata is not None:
+        properties = metadata.get("configuration") or {}
+    else:
+        properties = _detail(spark, table).get("properties") or {}
     value = properties.get("delta.deletedFileRetentionDuration")
     return interval_hours(value) if value else DEFAULT_RETENTION_HOURS
 
@@ -171,21 +189,53 @@ def stream_lags(spark: SparkSession, config: Config, table: TableRef) -> list[St
     if table.key not in all_tables() or not table_exists(spark, table):
         return []
     lags = []
-    commits = None
+    commits: _CommitTimes | None = None
     for flow in stream_readers(table.key):
         position = checkpoints.delta_position(config.checkpoint(flow.name))
         if position is None:
             continue
-        if commits is None:
-            commits = {r.version: r.timestamp for r in history(spark, table).collect()}
-        latest = max(commits)
+        commits = commits or _CommitTimes(spark, table)
         at = None
-        if position.version + 1 <= latest:
-            # A log cleaned up past the position: as old as can be told.
-            at = commits.get(position.version + 1, commits[min(commits)])
-            at = at.astimezone(timezone.utc)  # collected as local time
-        lags.append(StreamLag(flow.name, table.key, position.version, position.index, latest, at))
+        if position.version + 1 <= commits.latest:
+            at = commits.at(position.version + 1)
+        lags.append(
+            StreamLag(flow.name, table.key, position.version, position.index, commits.latest, at)
+        )
     return lags
+
+
+class _CommitTimes:
+    """When each commit of a table was made: read from its log's commit files where they can
+    be read from here (no Spark job), else from ``DESCRIBE HISTORY``."""
+
+    def __init__(self, spark: SparkSession, table: TableRef) -> None:
+        self._spark, self._table = spark, table
+        self._history: dict[int, datetime] | None = None
+        try:
+            latest = committed_version(spark, table)
+        except LookupError:
+            latest = None
+        self.latest = latest if latest is not None else max(self._from_history())
+
+    def _from_history(self) -> dict[int, datetime]:
+        if self._history is None:
+            rows = history(self._spark, self._table).collect()
+            # Collected as local times.
+            self._history = {r.version: r.timestamp.astimezone(timezone.utc) for r in rows}
+        return self._history
+
+    def at(self, version: int) -> datetime:
+        """When ``version`` was committed; a version the log's clean-up removed is as old as
+        the oldest commit left, as old as can be told."""
+        if self._history is None:
+            try:
+                stamp = commit_timestamp(commit_actions(self._spark, self._table, version))
+            except LookupError:
+                stamp = None
+            if stamp is not None:
+                return datetime.fromtimestamp(stamp / 1000, timezone.utc)
+        commits = self._from_history()
+        return commits.get(version, commits[min(commits)])
 
 
 def check_vacuum_retention(
@@ -238,7 +288,7 @@ def optimize(spark: SparkSession, table: TableRef, attempts: int = 4) -> TableMa
     """Compact one table (Z-ordered on its keys); skipped when it has fewer than two files."""
     keys = zorder_keys(table.key)
     result = TableMaintenance(table.key, zorder=keys, clustered_by=clustering_keys(table.key))
-    result.files_before = int(_detail(spark, table)["numFiles"])
+    result.files_before = _file_count(spark, table)
     if result.files_before < 2:
         result.notes.append("nothing to compact")
         result.files_after = result.files_before
@@ -254,7 +304,7 @@ def optimize(spark: SparkSession, table: TableRef, attempts: int = 4) -> TableMa
             raise
         log.warning("%s kept conflicting with a running stream; skipped this time", statement)
         result.notes.append("skipped: kept conflicting with concurrent writes")
-    result.files_after = int(_detail(spark, table)["numFiles"])
+    result.files_after = _file_count(spark, table)
     return result
 
 
@@ -277,13 +327,29 @@ def _conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, before)
 
 
-def vacuum(spark: SparkSession, table: TableRef, retention_hours: float) -> int:
-    """VACUUM one table (after :func:`check_vacuum_retention`); returns how many files it deleted.
+# Files whose modification time is within this much of the VACUUM's cutoff count as older:
+# the skip below must never keep a file that VACUUM, on its own clock, would delete.
+_MTIME_SLACK_S = 300.0
+
+
+def vacuum(spark: SparkSession, table: TableRef, retention_hours: float) -> int | None:
+    """VACUUM one table (after :func:`check_vacuum_retention`); returns how many files it
+    deleted, or None when it was not run because it could delete nothing.
 
     The count is of data files on disk before and after for a local table, else the files a
-    ``DRY RUN`` lists.
+    ``DRY RUN`` lists. A local table none of whose files is older than the retention is left
+    alone: VACUUM deletes only files modified before its cutoff (a removed file's deletion
+    time is later than its modification time), and it would cost a listing of the folder and
+    a join with the table's state, in Spark jobs.
     """
     retain = f"RETAIN {float(retention_hours):g} HOURS"
+    cutoff = time.time() - retention_hours * 3600 + _MTIME_SLACK_S
+    oldest = oldest_data_file_time(table)
+    if oldest is not None and oldest > cutoff:
+        log.info(
+            "VACUUM %s %s: no file is older than that; nothing it could delete", table.key, retain
+        )
+        return None
     doomed = 0
     with _conf(spark, _IGNORE_RETAIN, "false"):
         before = data_files(table)
@@ -320,7 +386,7 @@ def maintain(
         if run_optimize and policy(table.key).optimize:
             result = optimize(spark, table)
         else:
-            count = int(_detail(spark, table)["numFiles"])
+            count = _file_count(spark, table)
             result = TableMaintenance(
                 table.key, count, count, zorder_keys(table.key), clustering_keys(table.key)
             )
@@ -329,7 +395,10 @@ def maintain(
         if table in vacuumed:
             assert vacuum_retention_hours is not None
             hours = retention_for(table.key, vacuum_retention_hours)
-            result.vacuumed_files = vacuum(spark, table, hours)
+            deleted = vacuum(spark, table, hours)
+            result.vacuumed_files = deleted or 0
+            if deleted is None:
+                result.notes.append(f"no file older than {hours:g} hours to VACUUM")
         elif vacuum_retention_hours is not None:
             result.notes.append("no VACUUM (its declaration)")
         results.append(result)
@@ -360,14 +429,33 @@ def files_on_disk(table: TableRef) -> int:
     return count
 
 
-def data_files(table: TableRef) -> int | None:
-    """Every file of a local table folder outside ``_delta_log`` (change data included), or
-    None when the table is not a local folder."""
+def _local_files(table: TableRef) -> list[str] | None:
+    """Every file of a local table folder outside ``_delta_log`` (change data and side files
+    included), or None when the table is not a local folder."""
     if table.path is None or "://" in table.path or not os.path.isdir(table.path):
         return None
-    count = 0
+    found = []
     for root, dirs, files in os.walk(table.path):
         if root == table.path:
             dirs[:] = [d for d in dirs if d != "_delta_log"]
-        count += sum(1 for f in files if not f.startswith("."))  # not the .crc side files
-    return count
+        found += [os.path.join(root, name) for name in files]
+    return found
+
+
+def oldest_data_file_time(table: TableRef) -> float | None:
+    """The modification time (seconds since the epoch) of the oldest file of a local table
+    folder outside ``_delta_log``; ``inf`` when it has none, None when the table is not a
+    local folder."""
+    files = _local_files(table)
+    if files is None:
+        return None
+    return min((os.stat(path).st_mtime for path in files), default=float("inf"))
+
+
+def data_files(table: TableRef) -> int | None:
+    """Every file of a local table folder outside ``_delta_log`` (change data included), or
+    None when the table is not a local folder."""
+    files = _local_files(table)
+    if files is None:
+        return None
+    return sum(1 for path in files if not os.path.basename(path).startswith("."))  # no .crc
