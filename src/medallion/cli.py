@@ -24,6 +24,7 @@ from medallion.config import (
     parse_settings,
 )
 from medallion.console import plural, step
+from medallion.declarations import LAYERS
 from medallion.ops.cli import (
     add_output_argument,
     add_pipeline_argument,
@@ -352,9 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example:\n  medallion show --lake build/demo/lake --layer silver --rows 5",
     )
     add_lake_argument(show)
-    show.add_argument(
-        "--layer", choices=("bronze", "silver", "gold"), default="gold", help="which tables"
-    )
+    show.add_argument("--layer", choices=LAYERS, default="gold", help="which tables")
     show.add_argument("--rows", type=AT_LEAST_ONE, default=20, help="rows per table")
     add_pipeline_argument(show)
     add_output_argument(show)

@@ -462,12 +462,18 @@ class Config:
         """The landing folder of one input dataset, ``<landing>/<dataset>``."""
         return path_under(self.landing, validate_identifier(dataset, "dataset"))
 
+    @property
+    def checkpoints_folder(self) -> str:
+        """The folder that holds every stream's checkpoint: ``checkpoint_root``, by default
+        ``<lake>/_checkpoints`` (outside every table folder, where VACUUM never looks)."""
+        return (self.checkpoint_root or f"{self.lake}/_checkpoints").rstrip("/")
+
     def checkpoint(self, stream_name: str) -> str:
         """The checkpoint folder of one named stream; one per stream, never shared."""
-        root = self.checkpoint_root or f"{self.lake}/_checkpoints"
-        return f"{root.rstrip('/')}/{validate_identifier(stream_name, 'stream name')}"
+        return f"{self.checkpoints_folder}/{validate_identifier(stream_name, 'stream name')}"
 
     def schema_location(self, stream_name: str) -> str:
         """Where Auto Loader keeps the inferred schema of one stream (Databricks only)."""
-        root = self.checkpoint_root or f"{self.lake}/_checkpoints"
-        return f"{root.rstrip('/')}/_schemas/{validate_identifier(stream_name, 'stream name')}"
+        return (
+            f"{self.checkpoints_folder}/_schemas/{validate_identifier(stream_name, 'stream name')}"
+        )

@@ -82,8 +82,7 @@ def _pid_alive(pid: int) -> bool:
 
 def lock_folder(config: Config) -> str | None:
     """Where the stream locks of a lake live, or None where no lock can be taken."""
-    root = config.checkpoint_root or f"{config.lake}/_checkpoints"
-    local = local_path(root)
+    local = local_path(config.checkpoints_folder)
     return None if local is None else os.path.join(local, "_locks")
 
 

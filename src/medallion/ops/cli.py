@@ -16,6 +16,7 @@ from dataclasses import asdict
 from medallion.argtypes import COUNT, HOURS, PORT, POSITIVE_MINUTES, POSITIVE_SECONDS
 from medallion.config import Config, ConfigError
 from medallion.console import error, show
+from medallion.declarations import LAYERS
 
 
 def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
@@ -86,7 +87,7 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
     reset.add_argument(
         "--layer",
         required=True,
-        choices=("bronze", "silver", "gold"),
+        choices=LAYERS,
         help="the layer to rebuild (what is downstream of it goes too)",
     )
     reset.add_argument("--table", help="only this table of the layer (and what is downstream)")

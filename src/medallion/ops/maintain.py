@@ -276,7 +276,7 @@ def check_vacuum_retention(
 
 
 def _check_checkpoints_outside(config: Config, tables: Sequence[TableRef]) -> None:
-    root = (config.checkpoint_root or f"{config.lake}/_checkpoints").rstrip("/") + "/"
+    root = config.checkpoints_folder + "/"
     for table in tables:
         if table.path and root.startswith(table.path.rstrip("/") + "/"):
             raise VacuumRefused(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from medallion.config import Config, ConfigError, TableRef
+from medallion.declarations import LAYERS
 from medallion.locks import stream_locks
 from medallion.ops.lineage import downstream
 from medallion.storage import delete_file, delete_folder, write_text
@@ -26,7 +27,7 @@ from medallion.tables import table_exists, unregister_table
 
 log = logging.getLogger(__name__)
 
-RESETTABLE_LAYERS = ("bronze", "silver", "gold")
+RESETTABLE_LAYERS = LAYERS
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config, TableRef
 from medallion.conflicts import retry_on_conflict
+from medallion.declarations import LAYERS
 from medallion.faults import pause_point
 from medallion.pipelines.retail.transforms.gold import (
     HOURLY_KEYS,
@@ -62,7 +63,7 @@ from medallion.transforms.bronze import raw_lines
 log = logging.getLogger(__name__)
 
 # The stages of the events pipeline, in order; the stream of each when it runs alone.
-STAGES = ("bronze", "silver", "gold")
+STAGES = LAYERS
 STAGE_STREAMS = {
     "bronze": "bronze_events",
     "silver": "silver_events",
