@@ -69,28 +69,22 @@ def connect_url(spark):
         service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())
 
 
-def _job_descriptions(spark, after_job: int) -> str:
-    """The descriptions of the shared JVM's Spark jobs numbered above ``after_job``: a
-    streaming batch's job is described by its query's name."""
+def _jobs(spark) -> dict[int, str]:
+    """The shared JVM's Spark jobs that it still remembers: id -> description ("" when none).
+    A streaming batch's job is described by its query's name."""
     jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
-    found = []
+    found = {}
     for index in range(jobs.size()):
         job = jobs.apply(index)
-        if job.jobId() > after_job and job.description().isDefined():
-            found.append(job.description().get())
-    return "\n".join(found)
-
-
-def _last_job(spark) -> int:
-    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
-    return max((jobs.apply(i).jobId() for i in range(jobs.size())), default=-1)
+        found[job.jobId()] = job.description().get() if job.description().isDefined() else ""
+    return found
 
 
 def test_the_pipeline_job_through_spark_connect_matches_the_local_run(
     spark, local_jobs, connect_url, tmp_path
 ):
     url = connect_url
-    first_job = _last_job(spark)
+    first_job = max(_jobs(spark), default=-1)
     lake = tmp_path / "lake"
     env = {**os.environ, "SPARK_REMOTE": url}
     places = ["--landing", str(local_jobs.landing), "--lake", str(lake)]
@@ -106,7 +100,7 @@ def test_the_pipeline_job_through_spark_connect_matches_the_local_run(
     assert "job medallion_pipeline: 3 tasks succeeded" in result.stdout
 
     # The streams ran in the server, not in the kernels.
-    described = _job_descriptions(spark, first_job)
+    described = "\n".join(text for job, text in _jobs(spark).items() if job > first_job)
     assert any(name in described for name in RETAIL_STREAMS), described[-2000:]
     bronze = (tmp_path / "runs" / "bronze.ipynb").read_text()
     assert "delta-spark_4.2" not in bronze  # no local session resolved the Delta jars

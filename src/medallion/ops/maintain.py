@@ -344,15 +344,15 @@ def vacuum(spark: SparkSession, table: TableRef, retention_hours: float) -> int 
     """
     retain = f"RETAIN {float(retention_hours):g} HOURS"
     cutoff = time.time() - retention_hours * 3600 + _MTIME_SLACK_S
-    oldest = oldest_data_file_time(table)
-    if oldest is not None and oldest > cutoff:
+    files = _local_files(table)
+    if files is not None and min(map(os.path.getmtime, files), default=float("inf")) > cutoff:
         log.info(
             "VACUUM %s %s: no file is older than that; nothing it could delete", table.key, retain
         )
         return None
     doomed = 0
     with _conf(spark, _IGNORE_RETAIN, "false"):
-        before = data_files(table)
+        before = None if files is None else _count_data_files(files)
         if before is None:
             doomed = spark.sql(f"VACUUM {table.sql_name} {retain} DRY RUN").count()
         spark.sql(f"VACUUM {table.sql_name} {retain}").collect()
@@ -442,20 +442,12 @@ def _local_files(table: TableRef) -> list[str] | None:
     return found
 
 
-def oldest_data_file_time(table: TableRef) -> float | None:
-    """The modification time (seconds since the epoch) of the oldest file of a local table
-    folder outside ``_delta_log``; ``inf`` when it has none, None when the table is not a
-    local folder."""
-    files = _local_files(table)
-    if files is None:
-        return None
-    return min((os.stat(path).st_mtime for path in files), default=float("inf"))
+def _count_data_files(files: Sequence[str]) -> int:
+    return sum(1 for path in files if not os.path.basename(path).startswith("."))  # no .crc
 
 
 def data_files(table: TableRef) -> int | None:
     """Every file of a local table folder outside ``_delta_log`` (change data included), or
     None when the table is not a local folder."""
     files = _local_files(table)
-    if files is None:
-        return None
-    return sum(1 for path in files if not os.path.basename(path).startswith("."))  # no .crc
+    return None if files is None else _count_data_files(files)
