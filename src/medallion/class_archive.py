@@ -69,7 +69,11 @@ def archive_path() -> Path | None:
     where, java = folder(), _java()
     if where is None or java is None:
         return None
+    from medallion.local_fs import file_system_jar
+
     jars = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("*.jar"))
+    # A local session's class path starts with medallion's file system, when there is one.
+    jars = [jar for jar in [file_system_jar()] if jar is not None] + jars
     identity = {"java": _identity(java), "jars": [_identity(jar) for jar in jars]}
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
     return where / f"spark-{pyspark.__version__}-{key}.jsa"

@@ -7,10 +7,12 @@ a missing field from an explicit ``null``, and an object from an array or a scal
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
+from typing import TypeVar
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -297,6 +299,55 @@ def with_field_values(
     as a double (see :func:`number_as_written`).
     """
     return apply_stages(df, field_value_stages(doc, fields, raw))
+
+
+# The projections that validate a batch, in turn: see :func:`validation_stages`.
+Stages = tuple[list[Column], ...]
+
+
+def validation_stages(fields: tuple[FieldRule, ...], outputs: Sequence[Column]) -> Stages:
+    """The projections that validate bronze rows (``_raw`` and the rest): the line parsed into
+    ``_doc``, each field's values (:func:`field_value_stages`), then ``outputs``, which read
+    them (``record_reason(F.col("_raw"), F.col("_doc"), fields)`` and the typed columns).
+    :func:`apply_validation` applies them."""
+    doc = F.col("_doc")
+    parsed = [parse_json_line(F.col("_raw")).alias("_doc")]
+    return (parsed, *field_value_stages(doc, fields, F.col("_raw")), list(outputs))
+
+
+def apply_validation(df: DataFrame, stages: Stages) -> DataFrame:
+    """``df`` through :func:`validation_stages`: every stage added in turn, then the outputs."""
+    return apply_stages(df, stages[:-1]).select(*stages[-1])
+
+
+T = TypeVar("T")
+
+
+def _jvm_identity() -> int:
+    """Which JVM the Columns built now belong to (one value over Spark Connect, whose Columns
+    hold no JVM object)."""
+    from pyspark import SparkContext
+
+    return id(SparkContext._active_spark_context)
+
+
+def built_once(build: Callable[..., T]) -> Callable[..., T]:
+    """``build`` run once per JVM and per arguments (hashable ones), its Columns kept.
+
+    A stream validates every batch with the same few hundred expressions; built through Py4J
+    they take longer than a small batch takes to validate. A Column is an expression bound to
+    no DataFrame, so the next batch can use it again.
+    """
+
+    @functools.lru_cache(maxsize=64)
+    def cached(_jvm: int, *args: object) -> T:
+        return build(*args)
+
+    @functools.wraps(build)
+    def once(*args: object) -> T:
+        return cached(_jvm_identity(), *args)
+
+    return once
 
 
 def apply_stages(df: DataFrame, stages: Sequence[Sequence[Column]]) -> DataFrame:

@@ -175,6 +175,7 @@ def local_conf(
     """
     from medallion import class_archive
     from medallion.jars import cached_jars
+    from medallion.local_fs import local_file_system_conf
 
     resolved = local_packages(packages)
     repositories = _repositories(resolved)
@@ -193,6 +194,7 @@ def local_conf(
         # Everything runs in this one JVM: keep the driver's ports on the loopback interface.
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.host"] = "127.0.0.1"
+        conf.update(local_file_system_conf())  # no chmod process per file (medallion/local_fs.py)
     conf = {**conf, **LOCAL_SPARK_CONF}
     options = " ".join(filter(None, [java_options(), class_archive.jvm_options()]))
     if options:

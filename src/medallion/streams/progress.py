@@ -5,6 +5,11 @@ listener-bus thread, and running a Delta write there could block the bus every s
 to. streams/run_monitor.py writes the buffer to the Delta table from a background thread, and
 once more when the run ends, after the listener bus has delivered every event (so the last
 batches of a run are never lost).
+
+Each event crosses from the JVM as its JSON text, in one Py4J call (:class:`_JsonEvents`):
+PySpark's own bridge reads every field of the progress through Py4J, ending each map with a
+Java exception it converts, about 40 calls an event on the Python thread that a stream's
+``foreachBatch`` needs too (docs/development.md, "Where a local run's time goes").
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import QueryProgressEvent
 
 from medallion.config import Config, TableRef
 from medallion.tables import append_rows, create_delta_table, read_table, table_exists
@@ -111,6 +117,31 @@ class StreamTotals:
     last_rows_per_second: float | None = None
 
 
+class _JsonEvents:
+    """The Java side of a :class:`ProgressRecorder`: Spark's ``PythonStreamingQueryListener``,
+    handing each progress over as its JSON text (one Py4J call) and ignoring the other events
+    but a query's start."""
+
+    def __init__(self, recorder: ProgressRecorder) -> None:
+        self.recorder = recorder
+
+    def onQueryStarted(self, jevent: Any) -> None:
+        self.recorder.started(jevent.id().toString())
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        event = QueryProgressEvent.fromJson({"progress": json.loads(jevent.progress().json())})
+        self.recorder.onQueryProgress(event)
+
+    def onQueryIdle(self, jevent: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, jevent: Any) -> None:
+        pass
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+
 class ProgressRecorder(StreamingQueryListener):
     """Buffers the progress events of the queries started while it is registered.
 
@@ -124,9 +155,25 @@ class ProgressRecorder(StreamingQueryListener):
         self.totals: dict[str, StreamTotals] = {}
         self.events = 0
 
-    def onQueryStarted(self, event: Any) -> None:
+    @property
+    def _jlistener(self) -> Any:
+        """What ``spark.streams.addListener`` registers in the JVM (PySpark's hook): the JSON
+        bridge instead of PySpark's field-by-field one."""
+        if not hasattr(self, "_jlistenerobj"):
+            from pyspark import SparkContext
+
+            jvm = SparkContext._jvm
+            streaming = jvm.org.apache.spark.sql.streaming  # type: ignore[union-attr]
+            self._jlistenerobj = streaming.PythonStreamingQueryListenerWrapper(_JsonEvents(self))
+        return self._jlistenerobj
+
+    def started(self, query_id: str) -> None:
+        """Record a query of this run: only their progress is kept."""
         with self._lock:
-            self._queries.add(str(event.id))
+            self._queries.add(query_id)
+
+    def onQueryStarted(self, event: Any) -> None:
+        self.started(str(event.id))
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress

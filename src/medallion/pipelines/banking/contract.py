@@ -21,14 +21,16 @@ from pyspark.sql import functions as F
 from medallion.contracts import (
     OPERATIONS,
     FieldRule,
+    Stages,
+    apply_validation,
     as_string,
+    built_once,
     field_missing,
     field_text,
     field_value,
     json_field,
-    parse_json_line,
     record_reason,
-    with_field_values,
+    validation_stages,
 )
 from medallion.transforms.bronze import kafka_position_columns
 
@@ -77,16 +79,18 @@ def _typed_columns(fields: tuple[FieldRule, ...]) -> list[Column]:
     ]
 
 
-def _metadata(bronze: DataFrame) -> list[str]:
-    return ["_raw", "_source_file", "_ingested_at", *kafka_position_columns(bronze)]
+def _metadata(kafka_positions: tuple[str, ...]) -> list[Column]:
+    return [F.col(name) for name in ("_raw", "_source_file", "_ingested_at", *kafka_positions)]
 
 
 def validate_transactions(bronze: DataFrame) -> DataFrame:
     """Bronze transactions plus ``reason`` (NULL when valid) and the typed transaction columns."""
-    doc = F.col("_doc")
-    values = with_field_values(
-        bronze.withColumn("_doc", parse_json_line(F.col("_raw"))), doc, TRANSACTION_FIELDS
-    )
+    kafka_positions = tuple(kafka_position_columns(bronze))
+    return apply_validation(bronze, _transaction_validation(kafka_positions))
+
+
+@built_once
+def _transaction_validation(kafka_positions: tuple[str, ...]) -> Stages:
     amount, currency = field_value("amount"), field_text("currency")
     not_positive = (F.coalesce(amount == 0, F.lit(False)), F.lit("amount is not greater than 0"))
     bad_currency = (
@@ -97,21 +101,27 @@ def validate_transactions(bronze: DataFrame) -> DataFrame:
             F.lit("currency is not a three-letter upper-case code: "), F.substring(currency, 1, 64)
         ),
     )
+    doc = F.col("_doc")
     reason = record_reason(F.col("_raw"), doc, TRANSACTION_FIELDS, (not_positive, bad_currency))
-    return values.select(
-        reason.alias("reason"),
-        *_typed_columns(TRANSACTION_FIELDS),
-        *[as_string(json_field(doc, name)).alias(name) for name in FREE_TEXT_FIELDS],
-        *_metadata(bronze),
+    return validation_stages(
+        TRANSACTION_FIELDS,
+        [
+            reason.alias("reason"),
+            *_typed_columns(TRANSACTION_FIELDS),
+            *[as_string(json_field(doc, name)).alias(name) for name in FREE_TEXT_FIELDS],
+            *_metadata(kafka_positions),
+        ],
     )
 
 
 def validate_account_changes(bronze: DataFrame) -> DataFrame:
     """Bronze account changes plus ``reason`` (NULL when valid) and the typed change columns."""
-    doc = F.col("_doc")
-    values = with_field_values(
-        bronze.withColumn("_doc", parse_json_line(F.col("_raw"))), doc, ACCOUNT_FIELDS
-    )
+    kafka_positions = tuple(kafka_position_columns(bronze))
+    return apply_validation(bronze, _account_validation(kafka_positions))
+
+
+@built_once
+def _account_validation(kafka_positions: tuple[str, ...]) -> Stages:
     upsert = F.coalesce(field_text("operation").isin("INSERT", "UPDATE"), F.lit(False))
     missing_profile = [
         (upsert & field_missing(name), F.lit(f"missing field: {name} (required unless DELETE)"))
@@ -122,7 +132,9 @@ def validate_account_changes(bronze: DataFrame) -> DataFrame:
         F.coalesce((risk < 0) | (risk > 1), F.lit(False)),
         F.concat(F.lit("risk_score is outside 0..1: "), field_text("risk_score")),
     )
+    doc = F.col("_doc")
     reason = record_reason(F.col("_raw"), doc, ACCOUNT_FIELDS, (*missing_profile, out_of_range))
-    return values.select(
-        reason.alias("reason"), *_typed_columns(ACCOUNT_FIELDS), *_metadata(bronze)
+    return validation_stages(
+        ACCOUNT_FIELDS,
+        [reason.alias("reason"), *_typed_columns(ACCOUNT_FIELDS), *_metadata(kafka_positions)],
     )

@@ -14,11 +14,13 @@ from pyspark.sql import functions as F
 
 from medallion.contracts import (
     FieldRule,
+    Stages,
+    apply_validation,
+    built_once,
     field_text,
     field_value,
-    parse_json_line,
     record_reason,
-    with_field_values,
+    validation_stages,
 )
 from medallion.transforms.bronze import kafka_position_columns
 
@@ -35,23 +37,25 @@ READING_COLUMNS = ("device_id", "reading_timestamp", "temperature", "humidity", 
 
 def validate_readings(bronze: DataFrame) -> DataFrame:
     """Bronze readings plus ``reason`` (NULL when valid) and the typed reading columns."""
-    doc = F.col("_doc")
-    with_doc = bronze.withColumn("_doc", parse_json_line(F.col("_raw")))
-    values = with_field_values(with_doc, doc, FIELDS)
+    return apply_validation(bronze, _validation(tuple(kafka_position_columns(bronze))))
+
+
+@built_once
+def _validation(kafka_positions: tuple[str, ...]) -> Stages:
     humidity = field_value("humidity")
     out_of_range = (
         F.coalesce((humidity < 0) | (humidity > 100), F.lit(False)),
         F.concat(F.lit("humidity is outside 0..100: "), field_text("humidity")),
     )
-    return values.select(
-        record_reason(F.col("_raw"), doc, FIELDS, (out_of_range,)).alias("reason"),
-        field_text("device_id").alias("device_id"),
-        field_value("reading_timestamp").alias("reading_timestamp"),
-        field_value("temperature").alias("temperature"),
-        field_value("humidity").alias("humidity"),
-        field_text("status").alias("status"),
-        "_raw",
-        "_source_file",
-        "_ingested_at",
-        *kafka_position_columns(bronze),
+    return validation_stages(
+        FIELDS,
+        [
+            record_reason(F.col("_raw"), F.col("_doc"), FIELDS, (out_of_range,)).alias("reason"),
+            field_text("device_id").alias("device_id"),
+            field_value("reading_timestamp").alias("reading_timestamp"),
+            field_value("temperature").alias("temperature"),
+            field_value("humidity").alias("humidity"),
+            field_text("status").alias("status"),
+            *[F.col(name) for name in ("_raw", "_source_file", "_ingested_at", *kafka_positions)],
+        ],
     )

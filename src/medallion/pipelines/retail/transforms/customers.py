@@ -7,10 +7,12 @@ from pyspark.sql import functions as F
 
 from medallion.contracts import (
     MONEY_SUM_TYPE,
+    Stages,
+    apply_validation,
+    built_once,
     field_text,
     field_value,
-    parse_json_line,
-    with_field_values,
+    validation_stages,
 )
 from medallion.pipelines.retail.contract import CUSTOMER_FIELDS, customer_reason
 from medallion.transforms.bronze import kafka_position_columns
@@ -22,21 +24,23 @@ UNKNOWN_COUNTRY = "unknown"
 
 def validate_changes(bronze: DataFrame) -> DataFrame:
     """Bronze customer rows plus ``reason`` (NULL when valid) and typed change columns."""
-    doc = F.col("_doc")
-    with_doc = bronze.withColumn("_doc", parse_json_line(F.col("_raw")))
-    fields = with_field_values(with_doc, doc, CUSTOMER_FIELDS)
-    return fields.select(
-        customer_reason(F.col("_raw"), doc).alias("reason"),
-        *[
-            field_text(name).alias(name)
-            for name in ("customer_id", "name", "email", "country", "segment", "operation")
+    return apply_validation(bronze, _validation(tuple(kafka_position_columns(bronze))))
+
+
+@built_once
+def _validation(kafka_positions: tuple[str, ...]) -> Stages:
+    return validation_stages(
+        CUSTOMER_FIELDS,
+        [
+            customer_reason(F.col("_raw"), F.col("_doc")).alias("reason"),
+            *[
+                field_text(name).alias(name)
+                for name in ("customer_id", "name", "email", "country", "segment", "operation")
+            ],
+            field_value("sequence_num").alias("sequence_num"),
+            field_value("updated_at").alias("updated_at"),
+            *[F.col(name) for name in ("_raw", "_source_file", "_ingested_at", *kafka_positions)],
         ],
-        field_value("sequence_num").alias("sequence_num"),
-        field_value("updated_at").alias("updated_at"),
-        "_raw",
-        "_source_file",
-        "_ingested_at",
-        *kafka_position_columns(bronze),
     )
 
 

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
     MONEY_TYPE,
-    apply_stages,
+    Stages,
+    apply_validation,
     as_string,
+    built_once,
     field_text,
     field_value,
-    field_value_stages,
     json_field,
-    parse_json_line,
+    validation_stages,
 )
 from medallion.pipelines.retail.contract import EVENT_FIELDS, event_reason
 from medallion.transforms.bronze import (
@@ -69,26 +69,16 @@ def validate_events(
     which a query function of a Declarative Pipeline may not look at.
     """
     kafka = kafka_columns(bronze) if kafka is None else kafka
-    stages = _validation_stages(tuple(extra_columns), tuple(kafka), with_bronze, _jvm_identity())
-    return apply_stages(bronze, stages[:-1]).select(*stages[-1])
+    stages = _validation(tuple(extra_columns), tuple(kafka), with_bronze)
+    return apply_validation(bronze, stages)
 
 
-def _jvm_identity() -> int:
-    """Which JVM the cached Columns below belong to (0 over Spark Connect: no JVM objects)."""
-    from pyspark import SparkContext
-
-    return id(SparkContext._active_spark_context)
-
-
-@functools.lru_cache(maxsize=32)
-def _validation_stages(
-    extra_columns: tuple[str, ...], kafka: tuple[str, ...], with_bronze: bool, _jvm: int
-) -> tuple[list[Column], ...]:
-    """The projections of :func:`validate_events`, built once: a stream validates every batch
-    with the same few hundred expressions, which take longer to build than a small batch takes
-    to validate."""
+@built_once
+def _validation(
+    extra_columns: tuple[str, ...], kafka: tuple[str, ...], with_bronze: bool
+) -> Stages:
+    """The projections of :func:`validate_events`."""
     doc = F.col("_doc")
-    stages = field_value_stages(doc, EVENT_FIELDS, F.col("_raw"))
     timestamp = field_value("event_timestamp")
     positions = [name for name in KAFKA_POSITION_COLUMNS if name in kafka]
     bronze_only = (
@@ -113,7 +103,7 @@ def _validation_stages(
         *[F.col(c) for c in positions],
         *[F.col(c) if isinstance(c, str) else c for c in bronze_only],
     ]
-    return ([parse_json_line(F.col("_raw")).alias("_doc")], *stages, result)
+    return validation_stages(EVENT_FIELDS, result)
 
 
 def bronze_rows(validated: DataFrame) -> DataFrame:
