@@ -32,7 +32,7 @@ from medallion.contracts import (
     record_reason,
     validation_stages,
 )
-from medallion.transforms.bronze import kafka_position_columns
+from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 
 CURRENCY_PATTERN = r"^[A-Z]{3}\z"
 TRANSACTION_FIELDS = (
@@ -80,7 +80,7 @@ def _typed_columns(fields: tuple[FieldRule, ...]) -> list[Column]:
 
 
 def _metadata(kafka_positions: tuple[str, ...]) -> list[Column]:
-    return [F.col(name) for name in ("_raw", "_source_file", "_ingested_at", *kafka_positions)]
+    return [F.col(name) for name in (*METADATA_COLUMNS, *kafka_positions)]
 
 
 def validate_transactions(bronze: DataFrame) -> DataFrame:

@@ -22,7 +22,7 @@ from medallion.contracts import (
     record_reason,
     validation_stages,
 )
-from medallion.transforms.bronze import kafka_position_columns
+from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 
 STATUSES = ("ok", "warning", "error")
 FIELDS = (
@@ -56,6 +56,6 @@ def _validation(kafka_positions: tuple[str, ...]) -> Stages:
             field_value("temperature").alias("temperature"),
             field_value("humidity").alias("humidity"),
             field_text("status").alias("status"),
-            *[F.col(name) for name in ("_raw", "_source_file", "_ingested_at", *kafka_positions)],
+            *[F.col(name) for name in (*METADATA_COLUMNS, *kafka_positions)],
         ],
     )

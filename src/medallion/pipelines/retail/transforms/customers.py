@@ -15,7 +15,7 @@ from medallion.contracts import (
     validation_stages,
 )
 from medallion.pipelines.retail.contract import CUSTOMER_FIELDS, customer_reason
-from medallion.transforms.bronze import kafka_position_columns
+from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 from medallion.transforms.change_records import ChangeRecords
 
 CUSTOMERS = ChangeRecords("customer_id", ("name", "email", "country", "segment"))
@@ -39,7 +39,7 @@ def _validation(kafka_positions: tuple[str, ...]) -> Stages:
             ],
             field_value("sequence_num").alias("sequence_num"),
             field_value("updated_at").alias("updated_at"),
-            *[F.col(name) for name in ("_raw", "_source_file", "_ingested_at", *kafka_positions)],
+            *[F.col(name) for name in (*METADATA_COLUMNS, *kafka_positions)],
         ],
     )
 
