@@ -163,7 +163,7 @@ def number_as_written(raw: Column, name: str) -> Column:
     strings are replaced: inside a JSON string, ``"<name>"`` cannot end in an unescaped quote
     followed by a colon (a key ending in ``\\"<name>`` has its number replaced too, which
     changes nothing here). Costly: only for values that are DOUBLE in the VARIANT (see
-    :func:`with_field_values`).
+    the typed values of :func:`field_value_stages`).
     """
     member = f"({json_key_pattern(name)}[ \\t\\r\\n]*:[ \\t\\r\\n]*)({JSON_NUMBER_PATTERN})"
     quoted = F.regexp_replace(strip_bom(raw), member, '$1["$2"]')
@@ -219,12 +219,12 @@ def _hidden(part: str, name: str) -> str:
 
 
 def field_text(name: str) -> Column:
-    """A field's value as text (see :func:`as_string`), after :func:`with_field_values`."""
+    """A field's value as text (see :func:`as_string`), after :func:`field_value_stages`."""
     return F.col(_hidden("text", name))
 
 
 def field_value(name: str) -> Column:
-    """A field's typed value after :func:`with_field_values`: TIMESTAMP for a timestamp field
+    """A field's typed value after :func:`field_value_stages`: TIMESTAMP for a timestamp field
     (NULL unless ISO-8601 with a zone), DECIMAL(18,4) for money (NULL unless the number is
     exactly that: see :func:`money_value`), BIGINT for an integer, DOUBLE for a number (NULL
     unless finite), text otherwise."""
@@ -247,8 +247,14 @@ def _has_kind(schema: Column, kind: str) -> Column:
 def field_value_stages(
     doc: Column, fields: tuple[FieldRule, ...], raw: Column | None = None
 ) -> tuple[list[Column], ...]:
-    """The columns :func:`with_field_values` adds, as the projections that add them in turn
-    (each reads the columns of the one before)."""
+    """Each field's JSON schema, text and typed value, extracted from ``doc`` once, as the
+    projections that add them in turn (each reads the columns of the one before).
+
+    :func:`record_reason`, :func:`field_text` and :func:`field_value` read these columns, whose
+    names start with ``__``; select the columns you need afterwards (:func:`validation_stages`
+    does). ``raw`` is the line (default: the ``_raw`` column), read again only for a money
+    value that the VARIANT holds as a double (see :func:`number_as_written`).
+    """
     raw = F.col("_raw") if raw is None else raw
     values = [json_field(doc, rule.name).alias(_hidden("value", rule.name)) for rule in fields]
     columns: list[Column] = []
@@ -286,19 +292,6 @@ def field_value_stages(
         if rule.kind in _EXACT_NUMBER_KINDS
     ]
     return tuple(stage for stage in (values, columns, derived) if stage)
-
-
-def with_field_values(
-    df: DataFrame, doc: Column, fields: tuple[FieldRule, ...], raw: Column | None = None
-) -> DataFrame:
-    """``df`` plus each field's JSON schema, text and typed value, extracted from ``doc`` once.
-
-    :func:`record_reason`, :func:`field_text` and :func:`field_value` read these columns, whose
-    names start with ``__``; select the columns you need afterwards. ``raw`` is the line
-    (default: the ``_raw`` column), read again only for a money value that the VARIANT holds
-    as a double (see :func:`number_as_written`).
-    """
-    return apply_stages(df, field_value_stages(doc, fields, raw))
 
 
 # The projections that validate a batch, in turn: see :func:`validation_stages`.
@@ -489,7 +482,7 @@ def record_reason(
     """Why a raw line breaks its contract, or NULL when it is valid.
 
     ``doc`` is ``parse_json_line(raw)``, and the fields' columns come from
-    :func:`with_field_values`. Every failed rule is listed, separated by ``"; "``, so a record
+    :func:`field_value_stages`. Every failed rule is listed, separated by ``"; "``, so a record
     with a missing key and a wrong type says both. A valid record costs the rules' conditions
     only: the messages are put together for a record where one of them holds.
     """

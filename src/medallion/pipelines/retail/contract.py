@@ -41,7 +41,7 @@ CUSTOMER_FIELDS: tuple[FieldRule, ...] = (
 
 def event_reason(raw: Column, doc: Column) -> Column:
     """Why a raw event line is not a valid event, or NULL when it is valid (reads the columns
-    of ``with_field_values(..., EVENT_FIELDS)``)."""
+    of ``field_value_stages(..., EVENT_FIELDS)``)."""
     is_purchase = field_text("event_type") == "purchase"
     no_revenue = make_rule(is_purchase & field_missing("revenue"), "purchase without revenue")
     return record_reason(raw, doc, EVENT_FIELDS, (no_revenue,))
@@ -49,5 +49,5 @@ def event_reason(raw: Column, doc: Column) -> Column:
 
 def customer_reason(raw: Column, doc: Column) -> Column:
     """Why a raw customer change line is not a valid change, or NULL when it is valid (reads
-    the columns of ``with_field_values(..., CUSTOMER_FIELDS)``)."""
+    the columns of ``field_value_stages(..., CUSTOMER_FIELDS)``)."""
     return record_reason(raw, doc, CUSTOMER_FIELDS)
