@@ -1,9 +1,10 @@
-"""Run small, latency-bound Spark or catalog calls from a few threads."""
+"""Run small, latency-bound Spark or catalog calls from a few threads, and a batch's writes side by
+side."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -18,3 +19,21 @@ def in_parallel(work: Callable[[T], R], items: Iterable[T], name: str = "medalli
     """
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix=name) as pool:
         return list(pool.map(work, items))
+
+
+def side_by_side(work: Sequence[Callable[[], None]]) -> None:
+    """Run each callable in a thread of its own and wait for all of them; then raise the first
+    failure, if any (no write is left running when a batch fails).
+
+    >>> done = []
+    >>> side_by_side([lambda: done.append(1), lambda: done.append(2)]); sorted(done)
+    [1, 2]
+    """
+    if len(work) == 1:
+        work[0]()
+        return
+    with ThreadPoolExecutor(max_workers=len(work), thread_name_prefix="medallion-batch") as pool:
+        futures = [pool.submit(task) for task in work]
+        wait(futures)
+    for future in futures:
+        future.result()

@@ -23,9 +23,7 @@ silver by their ingestion time and file.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +34,7 @@ from medallion.config import Config, TableRef
 from medallion.conflicts import retry_on_conflict
 from medallion.declarations import LAYERS
 from medallion.faults import pause_point
+from medallion.parallel import side_by_side
 from medallion.pipelines.retail.transforms.gold import (
     HOURLY_KEYS,
     METRIC_COLUMNS,
@@ -50,8 +49,7 @@ from medallion.pipelines.retail.transforms.silver import (
     valid_events,
     validate_events,
 )
-from medallion.session import is_connect_session
-from medallion.storage import local_path
+from medallion.streams.batch_tuning import BatchCache, SizeTuning, input_bytes
 from medallion.streams.exactly_once import BatchWrites, ReplayGuard
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.sinks import transaction_app_id
@@ -80,28 +78,6 @@ _EVENT_COLUMNS = ("event_type", "user_id", "product_id", "revenue", "event_times
 # How a silver row is told apart from the copies of its event_id that other batches saw.
 _ARRIVAL_COLUMNS = ("event_id", "_ingested_at", "_source_file")
 
-# Up to this many rows (or, before they are counted, bytes of input files) a batch is small.
-# Its queries are not compiled to Java: generating and compiling the code of the validation
-# rules takes longer than evaluating them for a small batch (local sessions compile nothing
-# by default, medallion/session.py). Its shuffles get one partition and no adaptive planning,
-# whose extra jobs (one per stage) cost more than its work. A larger batch is compiled, with
-# the stream's own shuffle settings.
-SMALL_BATCH_ROWS = 50_000
-SMALL_BATCH_BYTES = 8 << 20
-_SMALL_BATCH_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.shuffle.partitions": "1",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-_LARGE_BATCH_CONF = {
-    "spark.sql.codegen.wholeStage": "true",
-    "spark.sql.codegen.factoryMode": "FALLBACK",
-}
-# A batch's cached rows live for one batch: building the cache uncompressed costs a tenth of
-# compressing it.
-_CACHE_CONF = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
-
 
 @dataclass(frozen=True)
 class EventTables:
@@ -122,54 +98,6 @@ class EventTables:
             gold=config.table("gold/hourly_product_metrics"),
             users=config.table("gold/hourly_product_users"),
         )
-
-
-def input_bytes(batch: DataFrame) -> int | None:
-    """The size of the files a micro-batch of a file source reads, when they are local; None
-    for any other batch (Kafka records, remote files)."""
-    try:
-        files = batch.inputFiles()
-    except Exception:  # noqa: BLE001 - a source whose plan lists no files
-        return None
-    paths = [local_path(f) for f in files]
-    if not paths or None in paths:
-        return None
-    try:
-        return sum(os.path.getsize(p) for p in paths if p is not None)
-    except OSError:
-        return None
-
-
-class _SizeTuning:
-    """Plans the rest of each batch for its size, in the stream's own session: small batches
-    with :data:`_SMALL_BATCH_CONF`, the others compiled, with the stream's shuffle settings."""
-
-    def __init__(self) -> None:
-        self._started_with: dict[str, str | None] | None = None
-
-    @staticmethod
-    def before_caching(spark: SparkSession) -> None:
-        """Settings for the batch's cache, before anything is cached."""
-        for key, value in _CACHE_CONF.items():
-            spark.conf.set(key, value)
-
-    def __call__(
-        self, spark: SparkSession, rows: int | None, input_bytes: int | None = None
-    ) -> None:
-        """Tune for ``rows`` (or, when they are not counted yet, ``input_bytes``; a batch of
-        unknown size is not small)."""
-        if self._started_with is None:
-            self._started_with = {key: spark.conf.get(key, None) for key in _SMALL_BATCH_CONF}
-        if rows is not None:
-            small = rows <= SMALL_BATCH_ROWS
-        else:
-            small = input_bytes is not None and input_bytes <= SMALL_BATCH_BYTES
-        for key, value in _SMALL_BATCH_CONF.items():
-            chosen = value if small else _LARGE_BATCH_CONF.get(key, self._started_with[key])
-            if chosen is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, chosen)
 
 
 def lost_users_refusal(spark: SparkSession, config: Config) -> str | None:
@@ -197,31 +125,6 @@ def _merges_that_wrote(spark: SparkSession, table: TableRef) -> int:
     return history(spark, table).where((F.col("operation") == "MERGE") & (written > 0)).count()
 
 
-class _Persisted:
-    """DataFrames cached for one batch, all released when it ends.
-
-    Over Spark Connect a frame is checkpointed in the server's memory instead: a Connect
-    client sends a frame's whole plan with every command, and the plans of a fused batch
-    (parsing, validation, deduplication, gold's increments) nest deeper than the protocol's
-    limit. A checkpointed frame is a reference to its rows; the server drops them when the
-    client releases the frame.
-    """
-
-    def __init__(self) -> None:
-        self._frames: list[DataFrame] = []
-
-    def __call__(self, df: DataFrame) -> DataFrame:
-        kept = df.localCheckpoint() if is_connect_session(df.sparkSession) else df.persist()
-        self._frames.append(kept)
-        return kept
-
-    def release(self) -> None:
-        for df in self._frames:
-            if not is_connect_session(df.sparkSession):
-                df.unpersist()
-        self._frames.clear()
-
-
 @dataclass
 class SilverRows:
     """What a batch adds to silver: its valid events, one per ``event_id`` (the first to
@@ -241,7 +144,7 @@ def new_silver_rows(
     validated: DataFrame,
     extra_columns: Sequence[str],
     known_ids: KnownKeys,
-    persist: _Persisted,
+    persist: BatchCache,
 ) -> SilverRows:
     """The batch's events that silver does not hold: which ids it holds is looked up in memory
     (``known_ids``), not read from silver."""
@@ -288,7 +191,7 @@ def write_gold(
     tables: EventTables,
     new_rows: DataFrame,
     known_users: KnownKeys,
-    persist: _Persisted,
+    persist: BatchCache,
     writes: BatchWrites,
     app: str,
 ) -> None:
@@ -339,7 +242,7 @@ def events_batch(
         raise ValueError(f"the events stages are a prefix of {STAGES}, not {tuple(stages)}")
     tables = EventTables.of(config)
     extra = config.carried("silver/events")
-    tune_for_size = _SizeTuning()
+    tune_for_size = SizeTuning()
     stream = STAGE_STREAMS["bronze"]
     # Bronze is tagged with the bare query id, as Delta's own streaming sink tags a batch.
     bronze_app, stream_app = (
@@ -352,7 +255,7 @@ def events_batch(
 
     def process(lines: DataFrame, batch_id: int) -> None:
         spark = lines.sparkSession
-        persist = _Persisted()
+        persist = BatchCache()
         try:
             with guard.batch(spark, batch_id) as writes:
                 write_batch(spark, lines, writes, persist)
@@ -360,7 +263,7 @@ def events_batch(
             persist.release()
 
     def write_batch(
-        spark: SparkSession, lines: DataFrame, writes: BatchWrites, persist: _Persisted
+        spark: SparkSession, lines: DataFrame, writes: BatchWrites, persist: BatchCache
     ) -> None:
         schema = (
             check_table_schema(spark, tables.silver, stream, checkpoint, extra)
@@ -425,26 +328,13 @@ def events_batch(
     return process
 
 
-def side_by_side(work: Sequence[Callable[[], None]]) -> None:
-    """Run each callable in a thread of its own and wait for all of them; then raise the first
-    failure, if any (no write is left running when a batch fails)."""
-    if len(work) == 1:
-        work[0]()
-        return
-    with ThreadPoolExecutor(max_workers=len(work), thread_name_prefix="medallion-batch") as pool:
-        futures = [pool.submit(task) for task in work]
-        wait(futures)
-    for future in futures:
-        future.result()
-
-
 def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function of ``silver_events`` while it catches up on bronze (a
     rebuilt silver): quarantine the invalid, append the valid events whose ``event_id`` silver
     does not hold yet. Each write happens once per batch (streams/exactly_once.py)."""
     tables = EventTables.of(config)
     extra = config.carried("silver/events")
-    tune_for_size = _SizeTuning()
+    tune_for_size = SizeTuning()
     stream = STAGE_STREAMS["silver"]
     app_id = transaction_app_id(stream, checkpoint)
     known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
@@ -452,7 +342,7 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        persist = _Persisted()
+        persist = BatchCache()
         try:
             # A renamed or retyped silver column stops the stream here, before any write.
             schema = check_table_schema(spark, tables.silver, stream, checkpoint, extra)
@@ -481,7 +371,7 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
     silver (a rebuilt gold): a batch holds rows silver inserted (silver never updates or
     deletes one), which :func:`write_gold` adds to gold."""
     tables = EventTables.of(config)
-    tune_for_size = _SizeTuning()
+    tune_for_size = SizeTuning()
     stream = STAGE_STREAMS["gold"]
     app_id = transaction_app_id(stream, checkpoint)
     known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
@@ -489,7 +379,7 @@ def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, i
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        persist = _Persisted()
+        persist = BatchCache()
         try:
             with guard.batch(spark, batch_id) as writes:
                 events = persist(batch.select(*_EVENT_COLUMNS))
