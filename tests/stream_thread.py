@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from medallion.config import Config
 from medallion.declarations import Flow
-from medallion.streams.runner import RunReport, run_streaming
+from medallion.streams.run_report import RunReport
+from medallion.streams.runner import run_streaming
 
 
 class StreamInThread:

@@ -25,6 +25,7 @@ from medallion.config import (
 )
 from medallion.console import plural, step
 from medallion.declarations import LAYERS
+from medallion.errors import PipelineError
 from medallion.ops.cli import (
     add_output_argument,
     add_pipeline_argument,
@@ -609,7 +610,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.error(f"medallion {args.command}: error: {error}")
         return 2
     except Exception as error:  # noqa: BLE001 - the top level turns any failure into a message
-        from medallion.streams.runner import PipelineError, error_summary
+        from medallion.streams.stream_errors import error_summary  # deferred: it imports pyspark
 
         if args.verbose or not isinstance(error, PipelineError):
             log.debug("failure", exc_info=True)

@@ -36,7 +36,8 @@ from medallion.console import plain
 from medallion.declarations import landing_datasets
 from medallion.session import is_connect_session
 from medallion.streams.flows import Flow, all_flows, fusion_head
-from medallion.streams.runner import RunReport, TableSummary, run_available_now, run_streaming
+from medallion.streams.run_report import RunReport, TableSummary
+from medallion.streams.runner import run_available_now, run_streaming
 from medallion.tables import ensure_tables
 from medallion.task_params import VOLUMES_PREFIX, TaskParams
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-import medallion.streams.runner  # noqa: F401  (installs the filter on Py4J's logger)
+import medallion.streams.stream_errors  # noqa: F401  (installs the filter on Py4J's logger)
 
 PY4J = logging.getLogger("py4j.clientserver")
 

@@ -4,27 +4,22 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
-from rich.table import Table
 
 from medallion.compaction import BackgroundCompactor, compact_fragmented
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.conflicts import is_concurrent_metadata_change
-from medallion.console import plain, plural, step
-from medallion.console import table as summary_table
+from medallion.console import plural, step
 from medallion.declarations import Pipeline, landing_datasets
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
-from medallion.parallel import in_parallel
 from medallion.pipelines import owners
 from medallion.session import is_connect_session
 from medallion.storage import folder_exists
@@ -34,223 +29,30 @@ from medallion.streams.checkpoints import lost_checkpoint, replaced_landing_file
 from medallion.streams.flows import Flow, fusion_head
 from medallion.streams.flows import flow as _flow
 from medallion.streams.kafka import topic_has_records
-from medallion.streams.kafka_gaps import kafka_data_loss_hint, record_kafka_gaps
+from medallion.streams.kafka_gaps import record_kafka_gaps
 from medallion.streams.missing_files import (
-    missing_file_hint,
     missing_files_refusal,
     record_missing_files,
     start_checking,
 )
 from medallion.streams.progress import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
 from medallion.streams.run_monitor import monitored
+from medallion.streams.run_report import RunReport, summarize, table_versions, written_tables
 from medallion.streams.sinks import Trigger
 from medallion.streams.stage_clock import STAGE_CLOCK
-from medallion.streams.table_schema import is_restartable_schema_change, schema_mismatch_in
+from medallion.streams.stream_errors import describe_failure, error_summary
+from medallion.streams.table_schema import is_restartable_schema_change
 from medallion.tables import (
-    commit_infos,
     ensure_tables,
-    history,
     pipelines_with_tables,
-    row_count,
     table_version,
 )
 
 log = logging.getLogger(__name__)
 
-# What a batch cut short by StreamingQuery.stop() raises inside its foreachBatch.
-_STOP_INTERRUPTIONS = ("java.lang.InterruptedException", "cancelled part of cancelled job group")
-
-
-class _InterruptedBatchNote(logging.Filter):
-    """Py4J logs the traceback of a foreachBatch that ``stop()`` interrupted; that batch is not
-    committed and is replayed from its checkpoint, so say so in one line instead."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if error is not None and any(text in str(error) for text in _STOP_INTERRUPTIONS):
-            record.msg, record.args, record.exc_info, record.exc_text = (
-                "a batch in flight was interrupted by the stop; its stream replays it from "
-                "the checkpoint when it next starts",
-                (),
-                None,
-                None,
-            )
-            record.levelno, record.levelname = logging.INFO, "INFO"
-        return True
-
-
-logging.getLogger("py4j.clientserver").addFilter(_InterruptedBatchNote())
-
 # How often a streaming run checks that no landing file it read was replaced since, and
 # records input lost before it was read.
 LANDING_CHECK_SECONDS = 30.0
-
-
-@dataclass
-class TableSummary:
-    """What one run did to one table."""
-
-    table: str
-    rows_in: int = 0
-    rows_out: int = 0
-    quarantined: int = 0
-    total_rows: int = 0
-
-
-@dataclass
-class RunReport:
-    """Per-table summary and per-stream batch counts of one run."""
-
-    tables: list[TableSummary] = field(default_factory=list)
-    batches: dict[str, int] = field(default_factory=dict)
-    # Wall seconds of each flow of an available-now run, from its start to its end.
-    flow_seconds: dict[str, float] = field(default_factory=dict)
-    # Wall seconds of each stage inside fused batches (bronze, silver, gold of events).
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-    # The tables whose small files the run compacted (medallion/compaction.py).
-    compacted: list[str] = field(default_factory=list)
-
-    def table(self, key: str) -> TableSummary:
-        """The summary of one table."""
-        return next(t for t in self.tables if t.table == key)
-
-    def __str__(self) -> str:
-        """The summary table as plain text (what a notebook prints)."""
-        return plain(self.render())
-
-    def render(self) -> Table:
-        """The summary as a table (``console.show`` prints it, ``console.plain`` as text)."""
-        caption = f"compacted small files: {', '.join(self.compacted)}" if self.compacted else None
-        shown = summary_table("table", *SUMMARY_COUNTS, numeric=SUMMARY_COUNTS, caption=caption)
-        for t in self.tables:
-            shown.add_row(
-                t.table, *(f"{n:,}" for n in (t.rows_in, t.rows_out, t.quarantined, t.total_rows))
-            )
-        return shown
-
-
-SUMMARY_COUNTS = ("rows in", "rows out", "quarantined", "total rows")
-
-
-def error_summary(error: BaseException) -> str:
-    """The first meaningful line of an error, without a JVM stack trace."""
-    text = getattr(error, "desc", None) or str(error)
-    mismatch = schema_mismatch_in(text)  # raised inside foreachBatch: its message, whole
-    if mismatch:
-        return mismatch
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("at ", "JVM stacktrace", "===")):
-            if line.endswith(_TRACEBACK) and (cause := _python_cause(text)):
-                # Raised by a foreachBatch function: what it raised, not just that it did.
-                return f"{line[: -len(_TRACEBACK)].rstrip()[:300]} {cause[:400]}"
-            return line[:500]
-    return type(error).__name__
-
-
-_TRACEBACK = "Traceback (most recent call last):"
-_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
-
-
-def _python_cause(text: str) -> str | None:
-    """The exception line of the Python traceback inside a JVM error's text (the last one:
-    the exception that reached Spark), if there is one."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.rstrip().endswith(_TRACEBACK)), None)
-    if start is None:
-        return None
-    cause = None
-    for line in lines[start + 1 :]:
-        if line.lstrip().startswith("at ") and line[:1].isspace():
-            break  # the JVM's stack trace follows the Python one
-        if _PYTHON_ERROR.match(line):
-            cause = line.strip()
-    return cause
-
-
-def describe_failure(flow: Flow, config: Config, error: BaseException) -> PipelineError:
-    """A PipelineError that says which stream failed, where, why, and the way out when
-    there is a documented one."""
-    text = getattr(error, "desc", None) or str(error)
-    hints = [missing_file_hint(text), kafka_data_loss_hint(error, config)]
-    way_out = "".join(f"; {hint}" for hint in hints if hint)
-    writes = [key for name in (flow.name, *flow.fuses) for key in _flow(name).writes]
-    return PipelineError(
-        f"stream '{flow.name}' ({flow.reads} -> {', '.join(writes)}) failed; "
-        f"checkpoint {config.checkpoint(flow.name)}: {error_summary(error)}{way_out}"
-    )
-
-
-def _versions(spark: SparkSession, config: Config) -> dict[str, int]:
-    """The current version of every table (they exist: ``_prepare`` made sure), from the
-    Delta logs' listings where the tables are paths."""
-    tables = config.tables()
-    latest = in_parallel(lambda table: table_version(spark, table) or 0, tables, "versions")
-    return {table.key: version for table, version in zip(tables, latest, strict=True)}
-
-
-def _rows_written(spark: SparkSession, config: Config, key: str, since: int) -> int:
-    """Rows inserted, updated or deleted in a table by the commits after version ``since``:
-    their ``commitInfo`` read from the log, or (a catalog table) the history's newest rows."""
-    table = config.table(key)
-    try:
-        commits = commit_infos(spark, table, since)
-    except LookupError:
-        new_commits = (table_version(spark, table) or 0) - since
-        if new_commits <= 0:
-            return 0
-        rows = history(spark, table, new_commits).collect()
-        commits = [row.asDict() for row in rows if row["version"] > since]
-    total = 0
-    for commit in commits:
-        metrics = commit.get("operationMetrics") or {}
-        if commit.get("operation") == "MERGE":
-            changed = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
-            total += sum(int(metrics.get(name, 0)) for name in changed)
-        elif commit.get("operation") in ("WRITE", "STREAMING UPDATE"):
-            total += int(metrics.get("numOutputRows", 0))
-    return total
-
-
-def _written_tables(config: Config, flows: Sequence[Flow]) -> list[TableRef]:
-    """The tables the flows write, and the progress table the run appends to."""
-    keys = dict.fromkeys(key for flow in flows for key in flow.writes)
-    return [*(config.table(key) for key in keys), progress_table(config)]
-
-
-def _summarize(
-    spark: SparkSession, config: Config, before: dict[str, int], queries: dict[str, StreamingQuery]
-) -> RunReport:
-    report = RunReport()
-    rows_in: dict[str, int] = {}
-    for name, query in queries.items():
-        progress = query.recentProgress
-        report.batches[name] = len(progress)
-        rows_in[name] = sum(p.numInputRows for p in progress)
-
-    def summary(written: tuple[Flow, str]) -> TableSummary:
-        flow, key = written
-        result = TableSummary(key)
-        result.rows_out = _rows_written(spark, config, key, before.get(key, -1))
-        result.total_rows = row_count(spark, config.table(key))
-        return result
-
-    flows = config.flows()
-    report.tables = in_parallel(
-        summary, [(flow, key) for flow in flows for key in flow.writes], "summary"
-    )
-    written = {key for flow in flows for key in flow.writes}
-    for flow in flows:
-        # A flow's input counts once, against its main table, not its side outputs. A flow
-        # its head carried read what the flow before it wrote in this run.
-        main = report.table(flow.writes[0])
-        if flow.name in rows_in:
-            main.rows_in = rows_in[flow.name]
-        elif fusion_head(flow.name) is not None and flow.source.key in written:
-            main.rows_in = report.table(flow.source.key).rows_out
-        for quarantine in (t for t in flow.outputs if t.quarantine):
-            main.quarantined = report.table(quarantine.key).rows_out
-    return report
 
 
 def with_input(spark: SparkSession, config: Config) -> Config | None:
@@ -459,7 +261,7 @@ def _run_available_now(
     _refuse_unsafe_starts(spark, config, flows)
     _prepare(spark, config, flows, register_names)
     _record_gaps(spark, config, flows)
-    before = _versions(spark, config)
+    before = table_versions(spark, config)
     stages_before = dict(STAGE_CLOCK.seconds)
     finished, flow_seconds = _drain(spark, config, flows, fusions, interrupt)
     _check_landing(config, flows)  # replaced while this run read the folder
@@ -467,7 +269,7 @@ def _run_available_now(
     for fused in fusions.values():
         if fused.catching_up:
             fusion.finish_catching_up(spark, config, fused)
-    report = _summarize(spark, config, before, finished)
+    report = summarize(spark, config, before, finished)
     report.flow_seconds = flow_seconds
     for name in flow_seconds:  # a flow with nothing to read ran no batch
         report.batches.setdefault(name, 0)
@@ -478,7 +280,7 @@ def _run_available_now(
     # Only the tables this run committed to can have gained small files.
     written = [
         t
-        for t in _written_tables(config, flows)
+        for t in written_tables(config, flows)
         if t.key not in before or table_version(spark, t) != before[t.key]
     ]
     report.compacted = compact_fragmented(spark, written)
@@ -679,7 +481,7 @@ def _run_streaming(
     _refuse_unsafe_starts(spark, config, flows)
     _prepare(spark, config, flows, register_names)
     _record_gaps(spark, config, flows)
-    before = _versions(spark, config)
+    before = table_versions(spark, config)
     behind = [f for f in fusions.values() if f.catching_up]
     if behind:
         # Members catch up first, with available-now runs; then every head streams fused.
@@ -695,7 +497,7 @@ def _run_streaming(
         fusion.mark_fused(spark, config, fused.head)
     running: list[tuple[Flow, StreamingQuery]] = []
     compactor = BackgroundCompactor(
-        spark, _written_tables(config, flows), config.compaction_check_seconds
+        spark, written_tables(config, flows), config.compaction_check_seconds
     )
     compactor.start()
     try:
@@ -733,4 +535,4 @@ def _run_streaming(
         _stop_all([query for _, query in running], deadline)
         compactor.finish(timeout=max(0.0, deadline - time.monotonic()))
     _record_gaps(spark, config, flows)
-    return _summarize(spark, config, before, {f.name: q for f, q in running})
+    return summarize(spark, config, before, {f.name: q for f, q in running})
