@@ -36,7 +36,8 @@ def _hadoop_api_jar() -> Path | None:
     return jars[-1] if jars else None
 
 
-def _javac() -> str | None:
+def find_javac() -> str | None:
+    """The JDK's ``javac`` (``$JAVA_HOME/bin/javac``, else on ``PATH``); None on a JRE alone."""
     home = os.environ.get("JAVA_HOME")
     candidate = Path(home) / "bin" / "javac" if home else None
     if candidate is not None and candidate.is_file():
@@ -53,7 +54,7 @@ def _folder() -> Path:
 def file_system_jar() -> Path | None:
     """The jar of :data:`FILE_SYSTEM_CLASS`, compiled now if this machine has none yet; None
     when it cannot be (not POSIX, no ``javac``, or no Hadoop jar in pyspark)."""
-    api, javac = _hadoop_api_jar(), _javac()
+    api, javac = _hadoop_api_jar(), find_javac()
     if os.name != "posix" or api is None or javac is None:
         log.debug("local sessions keep Hadoop's file system: not POSIX, no javac or no Hadoop jar")
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import stat
 
-from medallion.local_fs import FILE_SYSTEM_CLASS, _javac, file_system_jar
+from medallion.local_fs import FILE_SYSTEM_CLASS, file_system_jar, find_javac
 
 
 def test_the_session_sets_the_permissions_hadoop_would_without_a_process(spark, tmp_path):
@@ -12,7 +12,7 @@ def test_the_session_sets_the_permissions_hadoop_would_without_a_process(spark, 
     hadoop = jvm.org.apache.hadoop.fs
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     fs = hadoop.FileSystem.get(jvm.java.net.URI("file:///"), conf)
-    if _javac() is None:  # a JRE alone: Hadoop's own file system, as before
+    if find_javac() is None:  # a JRE alone: Hadoop's own file system, as before
         assert file_system_jar() is None
         assert fs.getClass().getName() == "org.apache.hadoop.fs.LocalFileSystem"
         return

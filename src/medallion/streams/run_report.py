@@ -3,19 +3,17 @@ streams' progress and the tables' Delta logs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from rich.table import Table
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.console import plain
 from medallion.console import table as summary_table
 from medallion.parallel import in_parallel
 from medallion.streams.flows import Flow, fusion_head
-from medallion.streams.progress import progress_table
 from medallion.tables import commit_infos, history, row_count, table_version
 
 
@@ -94,12 +92,6 @@ def rows_written(spark: SparkSession, config: Config, key: str, since: int) -> i
         elif commit.get("operation") in ("WRITE", "STREAMING UPDATE"):
             total += int(metrics.get("numOutputRows", 0))
     return total
-
-
-def written_tables(config: Config, flows: Sequence[Flow]) -> list[TableRef]:
-    """The tables the flows write, and the progress table the run appends to."""
-    keys = dict.fromkeys(key for flow in flows for key in flow.writes)
-    return [*(config.table(key) for key in keys), progress_table(config)]
 
 
 def summarize(

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.compaction import BackgroundCompactor, compact_fragmented
-from medallion.config import Config
+from medallion.config import Config, TableRef
 from medallion.conflicts import is_concurrent_metadata_change
 from medallion.console import plural, step
 from medallion.declarations import Pipeline, landing_datasets
@@ -37,7 +37,7 @@ from medallion.streams.missing_files import (
 )
 from medallion.streams.progress import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
 from medallion.streams.run_monitor import monitored
-from medallion.streams.run_report import RunReport, summarize, table_versions, written_tables
+from medallion.streams.run_report import RunReport, summarize, table_versions
 from medallion.streams.sinks import Trigger
 from medallion.streams.stage_clock import STAGE_CLOCK
 from medallion.streams.stream_errors import describe_failure, error_summary
@@ -53,6 +53,12 @@ log = logging.getLogger(__name__)
 # How often a streaming run checks that no landing file it read was replaced since, and
 # records input lost before it was read.
 LANDING_CHECK_SECONDS = 30.0
+
+
+def _written_tables(config: Config, flows: Sequence[Flow]) -> list[TableRef]:
+    """The tables the flows write, and the progress table the run appends to."""
+    keys = dict.fromkeys(key for flow in flows for key in flow.writes)
+    return [*(config.table(key) for key in keys), progress_table(config)]
 
 
 def with_input(spark: SparkSession, config: Config) -> Config | None:
@@ -280,7 +286,7 @@ def _run_available_now(
     # Only the tables this run committed to can have gained small files.
     written = [
         t
-        for t in written_tables(config, flows)
+        for t in _written_tables(config, flows)
         if t.key not in before or table_version(spark, t) != before[t.key]
     ]
     report.compacted = compact_fragmented(spark, written)
@@ -497,7 +503,7 @@ def _run_streaming(
         fusion.mark_fused(spark, config, fused.head)
     running: list[tuple[Flow, StreamingQuery]] = []
     compactor = BackgroundCompactor(
-        spark, written_tables(config, flows), config.compaction_check_seconds
+        spark, _written_tables(config, flows), config.compaction_check_seconds
     )
     compactor.start()
     try:
