@@ -19,7 +19,12 @@ from pyspark.sql import functions as F
 
 from medallion.config import DeltaSourceOptions, TableRef
 from medallion.streams.sinks import merge_insert_new, merge_upsert
-from medallion.streams.sources import delta_stream
+from medallion.streams.sources import (
+    FIRST_VERSION_READ_LIMIT,
+    delta_source_options,
+    delta_stream,
+    replays_as_snapshot,
+)
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
@@ -102,6 +107,60 @@ def test_starting_version_starts_a_new_stream_at_that_version(spark, tmp_path):
     assert _ids(from_v1) == [3, 4]  # version 0's rows are not read: no initial snapshot
     # Without the option a new stream reads the whole table (its current snapshot) first.
     assert _ids(_read(spark, table, PLAIN, tmp_path / "cp_all")) == [1, 2, 3, 4]
+
+
+def _first_read(spark: SparkSession, table: TableRef, checkpoint: Path) -> tuple[list[int], bool]:
+    """What a new stream of medallion's (given its checkpoint) reads of ``table``, and whether
+    it reads it from version 0 rather than from its snapshot."""
+    options = delta_source_options(spark, table, PLAIN, checkpoint=str(checkpoint))
+    source = delta_stream(spark, table, PLAIN, checkpoint=str(checkpoint))
+    return _ids(_drain(source, checkpoint)), options.get("startingVersion") == "0"
+
+
+def test_a_new_stream_reads_a_young_append_only_source_from_its_first_commit(spark, tmp_path):
+    table = _table(tmp_path, "src")
+    _append(spark, table, [(1, "v0"), (2, "v0")], files=2)
+    _append(spark, table, [(3, "v1")])
+    _append(spark, table, [(4, "v2"), (5, "v2")], files=2)
+    assert replays_as_snapshot(spark, table)
+    # Read from version 0 (no initial snapshot, so no state rebuild): the snapshot's rows.
+    assert _first_read(spark, table, tmp_path / "cp") == ([1, 2, 3, 4, 5], True)
+    # A configured starting point, or a change feed, is left as it is.
+    configured = DeltaSourceOptions(starting_version=1, skip_change_commits=False)
+    assert (
+        delta_source_options(spark, table, configured, checkpoint=str(tmp_path / "new"))[
+            "startingVersion"
+        ]
+        == "1"
+    )
+    feed = delta_source_options(spark, table, PLAIN, change_feed=True, checkpoint="unused")
+    assert "startingVersion" not in feed
+    # A checkpoint with a position resumes from it, with no option added.
+    _append(spark, table, [(6, "v3")])
+    assert _first_read(spark, table, tmp_path / "cp") == ([6], False)
+
+
+@pytest.mark.parametrize("change", ["delete", "optimize", "add column", "many commits"])
+def test_a_source_that_lost_rows_or_changed_shape_is_read_from_its_snapshot(
+    spark, tmp_path, change
+):
+    table = _table(tmp_path, "src")
+    _append(spark, table, [(1, "a"), (2, "b")], files=2)
+    _append(spark, table, [(3, "c")])
+    if change == "delete":
+        spark.sql(f"DELETE FROM {table.sql_name} WHERE id = 2")
+    elif change == "optimize":
+        spark.sql(f"OPTIMIZE {table.sql_name}")
+    elif change == "add column":
+        spark.sql(f"ALTER TABLE {table.sql_name} ADD COLUMNS (note STRING)")
+    else:
+        for i in range(FIRST_VERSION_READ_LIMIT):
+            _append(spark, table, [(10 + i, "more")])
+    assert not replays_as_snapshot(spark, table)
+    expected = sorted(row.id for row in spark.read.format("delta").load(table.path).collect())
+    assert _first_read(spark, table, tmp_path / "cp") == (expected, False)
+    if change == "delete":
+        assert 2 not in expected  # read from version 0, the deleted row would come back
 
 
 def test_starting_version_latest_reads_only_commits_made_while_the_stream_runs(spark, tmp_path):

@@ -192,6 +192,8 @@ def start_delta_foreach_batch(
     """Start the named stream: a Delta source read with that stream's options, handed to the
     ``foreachBatch`` function ``make_batch(config, checkpoint)``, with its own checkpoint."""
     checkpoint = config.checkpoint(stream_name)
-    source = delta_stream(spark, config.table(source_table), config.source_options(stream_name))
+    source = delta_stream(
+        spark, config.table(source_table), config.source_options(stream_name), checkpoint=checkpoint
+    )
     process = make_batch(config, checkpoint)
     return start_foreach_batch(source, process, checkpoint, trigger, stream_name)

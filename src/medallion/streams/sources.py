@@ -6,7 +6,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config, DeltaSourceOptions, TableRef
+from medallion.streams import checkpoint_files
 from medallion.streams.kafka import reader_options, resolve_security_options
+from medallion.tables import commit_actions, committed_version
 
 # The file source forgets files older than ``maxFileAge`` (default 7 days) measured from the
 # newest file it has seen, and then never reads a file whose modification time is older: a
@@ -93,22 +95,81 @@ def input_lines(spark: SparkSession, config: Config, dataset: str) -> DataFrame:
     return landing_lines(spark, config, dataset)
 
 
+# A new stream whose source has at most this many commits reads them from the first one
+# instead of the source's snapshot, when that gives the same rows (:func:`replays_as_snapshot`).
+FIRST_VERSION_READ_LIMIT = 20
+# Actions of a commit after the first one that keep "every version read in turn" equal to "the
+# latest snapshot read once": files added as new data, and what touches no row.
+_ROW_NEUTRAL_ACTIONS = {"add", "commitInfo", "txn", "domainMetadata"}
+
+
+def replays_as_snapshot(spark: SparkSession, table: TableRef) -> bool:
+    """True when reading the table's commits from version 0 yields exactly the rows of its
+    latest snapshot: its log still holds every commit (at most
+    :data:`FIRST_VERSION_READ_LIMIT`, read as JSON without a Spark job), every file was added as
+    new data, none was removed, and no commit after the first changed the schema or protocol.
+    False whenever that cannot be told (a catalog table, a log cleaned up or not readable).
+    """
+    try:
+        latest = committed_version(spark, table)
+        if latest is None or latest >= FIRST_VERSION_READ_LIMIT:
+            return False
+        for version in range(latest + 1):
+            actions = commit_actions(spark, table, version)
+            allowed = _ROW_NEUTRAL_ACTIONS | ({"metaData", "protocol"} if version == 0 else set())
+            if any(set(action) - allowed for action in actions):
+                return False
+            if any(not a["add"].get("dataChange", True) for a in actions if "add" in a):
+                return False
+    except LookupError:
+        return False
+    return True
+
+
+def delta_source_options(
+    spark: SparkSession,
+    table: TableRef,
+    options: DeltaSourceOptions | None = None,
+    change_feed: bool = False,
+    checkpoint: str | None = None,
+) -> dict[str, str]:
+    """The reader options of a stream over ``table`` (see :func:`delta_stream`).
+
+    Given the stream's ``checkpoint``, a stream that has no position yet and no configured
+    starting point reads its source from version 0 when that gives the same rows as its
+    snapshot (:func:`replays_as_snapshot`): Delta's initial snapshot costs a rebuild of the
+    table's state and a sorted file listing (Spark jobs), reading a few commits costs none
+    (docs/delta-streaming.md, "Where a new stream starts when no starting point is set").
+    """
+    opts = (options or DeltaSourceOptions()).as_options()
+    if change_feed:
+        opts["readChangeFeed"] = "true"
+        opts.pop("skipChangeCommits", None)  # a change feed reports changes; it never skips them
+    elif (
+        checkpoint is not None
+        and not {"startingVersion", "startingTimestamp"} & set(opts)
+        and checkpoint_files.planned_batch(checkpoint) is None
+        and replays_as_snapshot(spark, table)
+    ):
+        opts["startingVersion"] = "0"
+    return opts
+
+
 def delta_stream(
     spark: SparkSession,
     table: TableRef,
     options: DeltaSourceOptions | None = None,
     change_feed: bool = False,
+    checkpoint: str | None = None,
 ) -> DataFrame:
     """A stream over a Delta table, with the configured Delta source options.
 
-    With ``change_feed=True`` it reads the table's Change Data Feed instead of its rows.
+    With ``change_feed=True`` it reads the table's Change Data Feed instead of its rows. Given
+    the stream's ``checkpoint``, a new stream may read a young source from its first commit
+    instead of its snapshot, with the same rows (:func:`delta_source_options`).
     """
     reader = spark.readStream.format("delta")
-    opts = (options or DeltaSourceOptions()).as_options()
-    if change_feed:
-        reader = reader.option("readChangeFeed", "true")
-        opts.pop("skipChangeCommits", None)  # a change feed reports changes; it never skips them
-    for key, value in opts.items():
+    for key, value in delta_source_options(spark, table, options, change_feed, checkpoint).items():
         reader = reader.option(key, value)
     if table.path is not None:
         return reader.load(table.path)

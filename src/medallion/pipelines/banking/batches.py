@@ -141,13 +141,17 @@ def start_fraud_alerts(spark: SparkSession, config: Config, trigger: Trigger) ->
     """The suspicious transactions appended to the alert queue: silver holds each transaction
     once and only appends, so each alert is written once."""
     name = "gold_fraud_alerts"
+    checkpoint = config.checkpoint(name)
     source = delta_stream(
-        spark, config.table(t.SILVER_TRANSACTIONS.key), config.source_options(name)
+        spark,
+        config.table(t.SILVER_TRANSACTIONS.key),
+        config.source_options(name),
+        checkpoint=checkpoint,
     )
     return start_append(
         fraud_alerts(source),
         config.table(t.FRAUD_ALERTS.key),
-        config.checkpoint(name),
+        checkpoint,
         trigger,
         name,
     )
