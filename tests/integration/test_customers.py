@@ -22,7 +22,7 @@ from medallion.pipelines.retail.customers import gold_revenue_batch, silver_cust
 from medallion.pipelines.retail.generator import generate
 from medallion.streams.flows import flow
 from medallion.streams.runner import run_available_now
-from medallion.tables import ensure_tables, read_table
+from medallion.tables import committed_version, ensure_tables, read_table
 from medallion.transforms.bronze import to_bronze
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
@@ -210,6 +210,29 @@ def _checkpoint(path):
     path.mkdir(parents=True)
     (path / "metadata").write_text('{"id": "q"}')
     return str(path)
+
+
+def test_a_batch_without_a_delete_writes_no_tombstones_commit(spark, config, tmp_path):
+    ensure_tables(spark, config)
+    process = silver_customers_batch(config, _checkpoint(tmp_path / "s"))
+    tombstones, customers = (
+        config.table(k) for k in ("silver/customer_tombstones", "silver/customers")
+    )
+    created = committed_version(spark, tombstones)
+    changes = [change("c1", "INSERT", 1), change("c2", "INSERT", 1), change("c1", "UPDATE", 2)]
+    process(_bronze_changes(spark, [*changes, "oops"]).localCheckpoint(), 0)
+    assert committed_version(spark, tombstones) == created
+    assert {(r.customer_id, r.sequence_num) for r in read_table(spark, customers).collect()} == {
+        ("c1", 2),
+        ("c2", 1),
+    }
+    # An invalid DELETE is quarantined, not recorded; a valid one is.
+    process(_bronze_changes(spark, [change("c2", "DELETE", "x")]).localCheckpoint(), 1)
+    assert committed_version(spark, tombstones) == created
+    process(_bronze_changes(spark, [change("c2", "DELETE", 3)]).localCheckpoint(), 2)
+    assert committed_version(spark, tombstones) == created + 1
+    assert [r.customer_id for r in read_table(spark, tombstones).collect()] == ["c2"]
+    assert [r.customer_id for r in read_table(spark, customers).collect()] == ["c1"]
 
 
 def test_replayed_customer_and_revenue_batches_change_nothing(spark, config, tmp_path):

@@ -61,8 +61,9 @@ def apply_changes_batches(
     the rest: newer UPDATE/INSERT rows replace older ones, a newer DELETE removes the row (a
     ``delete`` in the Change Data Feed), older changes change nothing. Each key's newest DELETE
     is kept in the tombstones (whether or not a newer change followed it in the batch), so that
-    an older change arriving later cannot bring the key back; a newer INSERT can. Each write
-    happens once per batch (streams/exactly_once.py).
+    an older change arriving later cannot bring the key back; a newer INSERT can. A batch
+    without a valid DELETE leaves the tombstones untouched. Each write happens once per batch
+    (streams/exactly_once.py).
     """
 
     def make_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
@@ -76,7 +77,11 @@ def apply_changes_batches(
             spark = batch.sparkSession
             validated = validate(batch).persist()
             try:
-                invalid_count = validated.where(F.col("reason").isNotNull()).count()
+                valid = F.col("reason").isNull()
+                counts = validated.agg(
+                    F.count_if(~valid).alias("invalid"),
+                    F.count_if(valid & (F.col("operation") == "DELETE")).alias("deletes"),
+                ).first()
                 changes = valid_changes(records, validated)
                 newest = latest_change_per_key(records, changes)
                 # Both MERGEs below read the tombstones as they were before this batch: the
@@ -90,13 +95,14 @@ def apply_changes_batches(
                 ).select(*records.tombstone_columns)
                 with guard.batch(spark, batch_id) as writes:
                     app = app_id(spark)
-                    if invalid_count:
+                    if counts["invalid"]:
                         writes.append(quarantined_changes(records, validated), quarantine, app)
                     writes.merge(
                         state, live.select(*records.change_columns), [records.key], clauses, app
                     )
                     pause_point(f"{stream_name}:{state.name}_merged")  # crash tests only
-                    writes.merge(tombstones, deletes, [records.key], _RECORD_TOMBSTONES, app)
+                    if counts["deletes"]:  # most batches have none: no MERGE's ten Spark jobs
+                        writes.merge(tombstones, deletes, [records.key], _RECORD_TOMBSTONES, app)
             finally:
                 validated.unpersist()
 
