@@ -77,10 +77,10 @@ def apply_changes_batches(
             spark = batch.sparkSession
             validated = validate(batch).persist()
             try:
-                valid = F.col("reason").isNull()
+                valid, deleting = F.col("reason").isNull(), F.col("operation") == "DELETE"
                 counts = validated.agg(
                     F.count_if(~valid).alias("invalid"),
-                    F.count_if(valid & (F.col("operation") == "DELETE")).alias("deletes"),
+                    F.count_if(valid & deleting).alias("deletes"),
                 ).first()
                 changes = valid_changes(records, validated)
                 newest = latest_change_per_key(records, changes)
@@ -90,9 +90,9 @@ def apply_changes_batches(
                 # Each key's newest DELETE of the batch, even one a newer change overrides: the
                 # tombstones then hold every key's newest DELETE ever seen, whatever the batch
                 # boundaries.
-                deletes = latest_change_per_key(
-                    records, changes.where("operation = 'DELETE'")
-                ).select(*records.tombstone_columns)
+                deletes = latest_change_per_key(records, changes.where(deleting)).select(
+                    *records.tombstone_columns
+                )
                 with guard.batch(spark, batch_id) as writes:
                     app = app_id(spark)
                     if counts["invalid"]:
