@@ -22,7 +22,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pyspark.sql import SparkSession
+
 from medallion import __version__
+from medallion.config import TableRef
+from medallion.storage import local_path
 
 # Table properties whose protocol needs are known: none beyond Delta's default (1, 2) but
 # the Change Data Feed's writer feature.
@@ -184,9 +188,10 @@ def with_session_defaults(properties: Mapping[str, str], settings: Mapping[str, 
 def publish_first_commit(
     table_path: str, actions: Sequence[dict[str, Any]], checksum: Mapping[str, Any]
 ) -> bool:
-    """Write version 0 and its checksum into a local table folder; False (and nothing written)
-    when the table already has a version 0."""
+    """Write version 0 and its checksum into a local table folder; False, with nothing written,
+    when the table already has a version 0 or the file system has no hard links."""
     log_dir = os.path.join(table_path, "_delta_log")
+    made_log_dir = not os.path.isdir(log_dir)
     os.makedirs(log_dir, exist_ok=True)
     commit = os.path.join(log_dir, f"{0:020d}.json")
     staged = os.path.join(log_dir, f".{0:020d}.json.{uuid.uuid4().hex}.tmp")
@@ -196,11 +201,42 @@ def publish_first_commit(
         os.link(staged, commit)  # fails, replacing nothing, when commit 0 exists
     except FileExistsError:
         return False
-    finally:
+    except OSError:  # a file system without hard links (a FUSE mount): Delta creates it
         os.remove(staged)
+        if made_log_dir:
+            os.rmdir(log_dir)
+        return False
+    finally:
+        if os.path.exists(staged):
+            os.remove(staged)
     crc = os.path.join(log_dir, f"{0:020d}.crc")
     staged_crc = f"{crc}.{uuid.uuid4().hex}.tmp"
     with open(staged_crc, "w", encoding="utf-8") as handle:
         handle.write(json.dumps(checksum, separators=(",", ":")))
     os.replace(staged_crc, crc)
     return True
+
+
+def write_first_commit(
+    spark: SparkSession,
+    table: TableRef,
+    columns: str,
+    properties: Mapping[str, str],
+    partitioned_by: Sequence[str] = (),
+) -> bool:
+    """Create a local path table (DDL ``columns``) by writing its first commit; False, with
+    nothing written, when that does not apply: a catalog or remote table, Spark Connect, a
+    table whose protocol Delta must choose."""
+    local = local_path(table.path) if table.path is not None else None
+    if local is None:
+        return False
+    try:
+        jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+        schema = json.loads(jvm.org.apache.spark.sql.types.StructType.fromDDL(columns).json())
+        settings = spark.conf.getAll
+    except Exception:  # noqa: BLE001 - Spark Connect: no JVM here; Delta creates the table
+        return False
+    configuration = with_session_defaults(properties, settings)
+    engine = f"Apache-Spark/{spark.version}"
+    commit = first_commit(schema, configuration, partitioned_by, engine)
+    return commit is not None and publish_first_commit(local, *commit)

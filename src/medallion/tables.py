@@ -14,12 +14,12 @@ from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion import first_commit
 from medallion.config import Config, TableRef, quote_identifier, quote_principal, sql_string
+from medallion.first_commit import write_first_commit
 from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
 from medallion.pipelines import declared_table
-from medallion.storage import delete_folder, folder_exists, list_names, local_path, read_text
+from medallion.storage import delete_folder, folder_exists, list_names, read_text
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +321,7 @@ def create_delta_table(
     if table.path is not None and table_exists(spark, table):
         return
     discard_uncommitted_log(spark, table)
-    if not clustered_by and _write_first_commit(spark, table, columns, properties, partitioned_by):
+    if not clustered_by and write_first_commit(spark, table, columns, properties, partitioned_by):
         return
     layout = ""
     if partitioned_by:
@@ -333,31 +333,6 @@ def create_delta_table(
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS {table.sql_name} ({columns}) USING DELTA{layout}{clause}"
     )
-
-
-def _write_first_commit(
-    spark: SparkSession,
-    table: TableRef,
-    columns: str,
-    properties: dict[str, str],
-    partitioned_by: Sequence[str],
-) -> bool:
-    """Create a local path table by writing its first commit (medallion/first_commit.py);
-    False when that does not apply (a catalog or remote table, Spark Connect, a table whose
-    protocol Delta must choose), and nothing was written."""
-    local = local_path(table.path) if table.path is not None else None
-    if local is None:
-        return False
-    try:
-        jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
-        schema = json.loads(jvm.org.apache.spark.sql.types.StructType.fromDDL(columns).json())
-        settings = spark.conf.getAll
-    except Exception:  # noqa: BLE001 - Spark Connect: no JVM here; Delta creates the table
-        return False
-    configuration = first_commit.with_session_defaults(properties, settings)
-    engine = f"Apache-Spark/{spark.version}"
-    commit = first_commit.first_commit(schema, configuration, partitioned_by, engine)
-    return commit is not None and first_commit.publish_first_commit(local, *commit)
 
 
 def create_table(spark: SparkSession, table: TableRef) -> None:

@@ -154,3 +154,21 @@ def test_delta_still_creates_a_table_whose_protocol_it_must_choose(spark, tmp_pa
     actions, _ = _log(path)
     assert not actions[0]["commitInfo"]["engineInfo"].startswith("medallion/")
     assert "timestampNtz" in actions[-1]["protocol"]["readerFeatures"]
+
+
+def test_without_hard_links_delta_creates_the_table(spark, tmp_path, monkeypatch):
+    """A file system that refuses hard links (a FUSE mount): nothing of medallion's is left,
+    and Delta's CREATE TABLE makes the table."""
+    from medallion.config import TableRef
+
+    def refuse(*_args):
+        raise PermissionError("no hard links here")
+
+    monkeypatch.setattr(first_commit.os, "link", refuse)
+    path = tmp_path / "fuse"
+    table = TableRef(layer="silver", name="fuse", path=str(path), qualified_name="fuse")
+    create_delta_table(spark, table, "id BIGINT", {})
+    actions, _ = _log(path)
+    assert not actions[0]["commitInfo"]["engineInfo"].startswith("medallion/")
+    names = [p.name for p in (path / "_delta_log").iterdir() if p.is_file()]
+    assert not [name for name in names if name.endswith(".tmp")], names

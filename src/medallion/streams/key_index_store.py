@@ -45,8 +45,11 @@ class KeyIndexStore:
     ) -> tuple[list[tuple[np.ndarray, np.ndarray, str]], int, str] | None:
         """The kept runs (each as its two hash arrays and file name), the table version they
         now reflect and the table's id; None when there are none, or they may not hold."""
+        path = os.path.join(self.folder, _MANIFEST)
+        if not os.path.exists(path):  # none kept yet: a new stream, or a table never read
+            return None
         try:
-            with open(os.path.join(self.folder, _MANIFEST), encoding="utf-8") as handle:
+            with open(path, encoding="utf-8") as handle:
                 manifest = json.load(handle)
             if manifest.get("format") != _FORMAT or manifest.get("columns") != self.columns:
                 return None
