@@ -10,11 +10,12 @@ from lake_checks import assert_change_feed_audited, assert_lake_matches
 from oracle import expected_from
 
 from medallion.config import TableRef
+from medallion.delta_log import latest_checksum
 from medallion.pipelines.retail.generator import generate
 from medallion.streams.caught_up import has_read_everything
 from medallion.streams.flows import flow
 from medallion.streams.runner import run_available_now
-from medallion.tables import create_table, latest_checksum, read_table, row_count
+from medallion.tables import create_table, read_table, row_count
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 

@@ -16,13 +16,14 @@ from oracle import expected_customers, expected_daily_revenue, expected_from
 from pyspark.sql import functions as F
 
 from medallion.changes import ChangeFeedError, read_changes
+from medallion.delta_log import committed_version
 from medallion.generate import FaultRates, write_file_atomically
 from medallion.pipelines.retail.contract import CUSTOMER_FIELDS
 from medallion.pipelines.retail.customers import gold_revenue_batch, silver_customers_batch
 from medallion.pipelines.retail.generator import generate
 from medallion.streams.flows import flow
 from medallion.streams.runner import run_available_now
-from medallion.tables import committed_version, ensure_tables, read_table
+from medallion.tables import ensure_tables, read_table
 from medallion.transforms.bronze import to_bronze
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)

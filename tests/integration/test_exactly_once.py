@@ -10,6 +10,7 @@ import time
 import pytest
 
 from medallion.config import TableRef
+from medallion.delta_log import commit_actions, commit_tags, committed_version
 from medallion.streams.exactly_once import (
     CLOCK_SKEW_MS,
     BatchTag,
@@ -20,7 +21,7 @@ from medallion.streams.exactly_once import (
     written_in_log,
 )
 from medallion.streams.sinks import append_batch
-from medallion.tables import commit_actions, commit_tags, committed_version, read_table
+from medallion.tables import read_table
 
 APP = "medallion:test_stream:query-1"
 

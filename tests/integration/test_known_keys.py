@@ -8,9 +8,10 @@ import logging
 import shutil
 
 from medallion.config import TableRef
+from medallion.delta_log import committed_version
 from medallion.streams.known_keys import KnownKeys, kept_keys
 from medallion.streams.sinks import append_batch
-from medallion.tables import committed_version, read_table
+from medallion.tables import read_table
 
 APP = "medallion:test_stream:query"
 

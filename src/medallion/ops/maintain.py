@@ -35,19 +35,12 @@ from medallion import console
 from medallion.config import Config, ConfigError, TableRef
 from medallion.conflicts import is_write_conflict, retry_on_conflict
 from medallion.declarations import Maintenance
+from medallion.delta_log import commit_actions, commit_timestamp, committed_version, latest_checksum
 from medallion.ops.lineage import stream_readers
 from medallion.pipelines import all_tables
 from medallion.streams import checkpoint_files as checkpoints
 from medallion.streams.progress import PROGRESS_TABLE_KEY, lake_table
-from medallion.tables import (
-    commit_actions,
-    commit_timestamp,
-    committed_version,
-    file_stats,
-    history,
-    latest_checksum,
-    table_exists,
-)
+from medallion.tables import file_stats, history, table_exists
 
 log = logging.getLogger(__name__)
 

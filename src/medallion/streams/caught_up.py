@@ -10,9 +10,9 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from medallion.config import Config
+from medallion.delta_log import committed_version, table_id
 from medallion.streams import checkpoint_files as checkpoints
 from medallion.streams.flows import Flow, fusion_head
-from medallion.tables import committed_version, table_id
 
 
 def has_read_everything(spark: SparkSession, config: Config, flow: Flow) -> bool:

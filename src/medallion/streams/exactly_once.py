@@ -35,6 +35,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config, TableRef
+from medallion.delta_log import (
+    BATCH_TAG_KEY,
+    commit_actions,
+    commit_tags,
+    commit_timestamp,
+    committed_version,
+)
 from medallion.storage import list_names, read_text
 from medallion.streams.sinks import (
     BatchFactory,
@@ -43,14 +50,7 @@ from medallion.streams.sinks import (
     merge_into,
     transaction_app_id,
 )
-from medallion.tables import (
-    BATCH_TAG_KEY,
-    commit_actions,
-    commit_tags,
-    commit_timestamp,
-    committed_version,
-    history,
-)
+from medallion.tables import history
 
 log = logging.getLogger(__name__)
 

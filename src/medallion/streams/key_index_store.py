@@ -25,7 +25,7 @@ import numpy as np
 from pyspark.sql import SparkSession
 
 from medallion.config import TableRef
-from medallion.tables import commits_after, table_id
+from medallion.delta_log import commits_after, table_id
 
 log = logging.getLogger(__name__)
 

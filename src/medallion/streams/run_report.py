@@ -12,9 +12,10 @@ from rich.table import Table
 from medallion.config import Config
 from medallion.console import plain
 from medallion.console import table as summary_table
+from medallion.delta_log import commit_infos
 from medallion.parallel import in_parallel
 from medallion.streams.flows import Flow, fusion_head
-from medallion.tables import commit_infos, history, row_count, table_version
+from medallion.tables import history, row_count, table_version
 
 
 @dataclass

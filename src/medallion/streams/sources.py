@@ -6,9 +6,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config, DeltaSourceOptions, TableRef
+from medallion.delta_log import commit_actions, committed_version
 from medallion.streams import checkpoint_files
 from medallion.streams.kafka import reader_options, resolve_security_options
-from medallion.tables import commit_actions, committed_version
 
 # The file source forgets files older than ``maxFileAge`` (default 7 days) measured from the
 # newest file it has seen, and then never reads a file whose modification time is older: a

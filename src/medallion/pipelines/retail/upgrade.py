@@ -13,11 +13,12 @@ import logging
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Config, TableRef
+from medallion.delta_log import commit_actions
 from medallion.errors import PipelineError
 from medallion.pipelines.retail.transforms.gold import hourly_user_keys
 from medallion.streams.checkpoint_files import DeltaPosition, delta_position
 from medallion.streams.sinks import append_batch
-from medallion.tables import commit_actions, holds_data, read_table
+from medallion.tables import holds_data, read_table
 
 log = logging.getLogger(__name__)
 
