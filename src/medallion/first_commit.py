@@ -9,8 +9,9 @@ both for tables whose protocol it can tell exactly (:func:`first_protocol`), and
 rest (``None``), which Delta then creates as before. tests/integration/test_first_commit.py
 holds every declared table to what Delta's own ``CREATE TABLE`` writes.
 
-The commit file is published last and only if no commit 0 exists (a hard link, which fails
-rather than replace one), so a crash leaves either no table or a whole one.
+The commit file is published only if no commit 0 exists (a hard link, which fails rather
+than replace one), and the checksum after it, so a crash leaves no table, or a whole version 0
+with or without its checksum (which Delta does not need).
 """
 
 from __future__ import annotations

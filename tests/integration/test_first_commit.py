@@ -172,3 +172,17 @@ def test_without_hard_links_delta_creates_the_table(spark, tmp_path, monkeypatch
     assert not actions[0]["commitInfo"]["engineInfo"].startswith("medallion/")
     names = [p.name for p in (path / "_delta_log").iterdir() if p.is_file()]
     assert not [name for name in names if name.endswith(".tmp")], names
+
+
+def test_a_table_deleted_and_created_again_in_the_same_session_starts_empty(spark, tmp_path):
+    """Delta's cached log of the deleted table gives way to the new version 0."""
+    import shutil
+
+    path = tmp_path / "again"
+    _medallion_creates(spark, path, "id BIGINT", {})
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (1), (2)")
+    assert spark.read.format("delta").load(str(path)).count() == 2
+    shutil.rmtree(path)
+    _medallion_creates(spark, path, "id BIGINT", {})
+    assert spark.read.format("delta").load(str(path)).count() == 0
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count() == 1
