@@ -9,10 +9,16 @@ from pathlib import Path
 import pytest
 
 from medallion import first_commit
+from medallion.config import TableRef
 from medallion.pipelines import all_tables
 from medallion.tables import create_delta_table
 
 pytestmark = pytest.mark.usefixtures("spark")
+
+
+def _table(path: Path) -> TableRef:
+    """A path table named after its folder."""
+    return TableRef(layer="silver", name=path.name, path=str(path), qualified_name=path.name)
 
 
 def _log(path: Path) -> tuple[list[dict], dict]:
@@ -60,10 +66,7 @@ def _delta_creates(spark, path: Path, columns: str, properties: dict, partitione
 
 
 def _medallion_creates(spark, path: Path, columns: str, properties: dict, partitioned_by=()):
-    from medallion.config import TableRef
-
-    table = TableRef(layer="silver", name="t", path=str(path), qualified_name="t")
-    create_delta_table(spark, table, columns, properties, partitioned_by)
+    create_delta_table(spark, _table(path), columns, properties, partitioned_by)
     assert json.loads((path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[0])[
         "commitInfo"
     ]["engineInfo"].startswith("medallion/"), "Delta created the table, not medallion"
@@ -146,11 +149,8 @@ def test_a_second_first_commit_replaces_nothing(tmp_path):
 
 
 def test_delta_still_creates_a_table_whose_protocol_it_must_choose(spark, tmp_path):
-    from medallion.config import TableRef
-
     path = tmp_path / "ntz"
-    table = TableRef(layer="silver", name="ntz", path=str(path), qualified_name="ntz")
-    create_delta_table(spark, table, "id BIGINT, at TIMESTAMP_NTZ", {})
+    create_delta_table(spark, _table(path), "id BIGINT, at TIMESTAMP_NTZ", {})
     actions, _ = _log(path)
     assert not actions[0]["commitInfo"]["engineInfo"].startswith("medallion/")
     assert "timestampNtz" in actions[-1]["protocol"]["readerFeatures"]
@@ -159,15 +159,13 @@ def test_delta_still_creates_a_table_whose_protocol_it_must_choose(spark, tmp_pa
 def test_without_hard_links_delta_creates_the_table(spark, tmp_path, monkeypatch):
     """A file system that refuses hard links (a FUSE mount): nothing of medallion's is left,
     and Delta's CREATE TABLE makes the table."""
-    from medallion.config import TableRef
 
     def refuse(*_args):
         raise PermissionError("no hard links here")
 
     monkeypatch.setattr(first_commit.os, "link", refuse)
     path = tmp_path / "fuse"
-    table = TableRef(layer="silver", name="fuse", path=str(path), qualified_name="fuse")
-    create_delta_table(spark, table, "id BIGINT", {})
+    create_delta_table(spark, _table(path), "id BIGINT", {})
     actions, _ = _log(path)
     assert not actions[0]["commitInfo"]["engineInfo"].startswith("medallion/")
     names = [p.name for p in (path / "_delta_log").iterdir() if p.is_file()]
