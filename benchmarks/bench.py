@@ -620,9 +620,8 @@ def main() -> None:
                 wall = backfill["wall_s"]
             else:
                 step(f"scaling: backfill of {size:,} events")
-                wall = _child("ours.py", _dataset(work, size), work / "ours", logs, timeout)[
-                    "wall_s"
-                ]
+                lake = work / f"ours-{size}"  # work/ours stays the backfill's lake
+                wall = _child("ours.py", _dataset(work, size), lake, logs, timeout)["wall_s"]
             points.append({"events": size, "wall_s": wall})
         results["scaling"] = {
             "points": points,
@@ -641,7 +640,11 @@ def main() -> None:
         (
             "deliveries",
             "small deliveries: medallion run against a batch-ceiling process, whole processes",
-            ["--history", "1000", "--delivery", "500", "--repeat", "1"],
+            # The backfill's lake is the history: one process fewer than building one.
+            [
+                *("--history", str(events), "--delivery", "500", "--repeat", "1"),
+                *("--history-landing", landing, "--history-lake", str(work / "ours")),
+            ],
         ),
         (
             "incremental",
@@ -651,7 +654,7 @@ def main() -> None:
         (
             "tagged_writes",
             "tagged writes: Delta appends untagged, with txnAppId/txnVersion, and with a batch tag",
-            ["--writes", "3"],
+            ["--writes", "1"],
         ),
     ]
     for part, description, quick_args in recorded_parts:

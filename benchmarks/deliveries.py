@@ -13,6 +13,11 @@ its start to its exit, JVM start included:
 
 Each pair runs ``--repeat`` times, alternating, with the lake put back in between; the medians
 count. Prints one ``BENCH_RESULT`` line with both medians and their ratio.
+
+``--history-landing DIR --history-lake DIR`` take an existing lake, built by medallion from that
+landing folder, as the history instead of building one (``bench.py --quick`` passes its
+backfill's: the smoke test then starts one JVM fewer). The delivery lands in that folder and is
+removed from it afterwards; the lake is copied, never changed.
 """
 
 from __future__ import annotations
@@ -49,6 +54,16 @@ def _land(folder: Path, lines: list[str]) -> list[Path]:
     return paths
 
 
+def _given_history(work: Path, lake: Path) -> Path:
+    """A folder whose ``lake.base`` is a copy of ``lake``, as :func:`history_lake` leaves it."""
+    root = work / "history-given"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    shutil.copytree(lake, root / "lake.base", symlinks=True)
+    (root / "lake").mkdir()
+    return root
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -57,11 +72,19 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=20_000, help="events in the lake")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the medians count")
     parser.add_argument("--workdir", type=Path, default=REPO / "build" / "bench" / "incremental")
+    parser.add_argument("--history-landing", type=Path, help="the landing folder of --history-lake")
+    parser.add_argument("--history-lake", type=Path, help="a lake built from --history-landing")
     args = parser.parse_args()
+    if (args.history_landing is None) != (args.history_lake is None):
+        parser.error("--history-landing and --history-lake go together")
     args.workdir.mkdir(parents=True, exist_ok=True)
     log = args.workdir / "deliveries.log"
-    root = history_lake(args.workdir, args.history, log)
-    lines = delivery_lines(root / "landing", args.delivery)
+    if args.history_lake is None:
+        root = history_lake(args.workdir, args.history, log)
+        landing = root / "landing"
+    else:
+        root, landing = _given_history(args.workdir, args.history_lake), args.history_landing
+    lines = delivery_lines(landing, args.delivery)
     ceiling_landing = args.workdir / "delivery-alone"
     shutil.rmtree(ceiling_landing, ignore_errors=True)
     _land(ceiling_landing / "events", lines)
@@ -70,9 +93,9 @@ def main() -> None:
         lake = root / "lake"
         shutil.rmtree(lake)
         shutil.copytree(root / "lake.base", lake, symlinks=True)
-        landed = _land(root / "landing" / "events", lines)
+        landed = _land(landing / "events", lines)
         try:
-            run = ["run", "--landing", str(root / "landing"), "--lake", str(lake)]
+            run = ["run", "--landing", str(landing), "--lake", str(lake)]
             ours.append(_timed([*MEDALLION, *run], log))
         finally:
             for path in landed:

@@ -1,11 +1,12 @@
 """The benchmark still runs: a tiny ``make bench QUICK=1`` with its backfill comparisons.
 
 It runs benchmarks/bench.py as ``make bench`` does, with medallion and the batch ceiling on
-1,000 events, the small deliveries part and the tagged writes part (the other peers and the streaming, recovery,
-small-file, scaling, growth and incremental parts each start more JVMs, so they are left to
-``make bench``), and checks the outputs: the
-results JSON, the Markdown table, the chart and the target checks. The gold comparison of the peers
-is checked without Spark.
+1,000 events, the small deliveries part (on the backfill's lake, one JVM fewer than building a
+history) and the tagged writes part (one write of each kind after the warm-up); the other peers
+and the streaming, recovery, small-file, scaling, growth and incremental parts each start more
+JVMs, so they are left to ``make bench``. It checks the outputs: the results JSON, the Markdown
+table, the chart and the target checks. The gold comparison of the peers is checked without
+Spark.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
     assert (out / "latest.png").stat().st_size > 10_000
     deliveries = results["deliveries"]
     assert deliveries["medallion_median_s"] > 0 and deliveries["ratio"] > 0
+    assert deliveries["history_events"] == 1000  # on the backfill's lake (--quick)
     # A tagged write costs Delta a rebuild of the table's state: more Spark jobs than untagged.
     tagged = results["tagged_writes"]
     assert tagged["tagged_jobs_per_write"] > tagged["untagged_jobs_per_write"] >= 1
