@@ -457,7 +457,7 @@ def test_a_run_on_a_new_lake_reads_the_pipelines_whose_topics_hold_records(
 ):
     """Without ``--pipeline``, a Kafka run on a lake without tables runs the pipelines that
     have records in a topic, and never subscribes to a topic that does not exist."""
-    from medallion.streams.runner import with_input
+    from medallion.streams.run_choice import with_input
 
     def retail_topics(events: str, customers: str) -> Config:
         options = KafkaSourceOptions(

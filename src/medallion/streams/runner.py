@@ -14,37 +14,33 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.compaction import BackgroundCompactor, compact_fragmented
 from medallion.config import Config, TableRef
-from medallion.conflicts import is_concurrent_metadata_change
 from medallion.console import plural, step
-from medallion.declarations import Pipeline, landing_datasets
+from medallion.declarations import landing_datasets
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
-from medallion.pipelines import owners
 from medallion.session import is_connect_session
 from medallion.storage import folder_exists
 from medallion.streams import fusion
 from medallion.streams.caught_up import has_read_everything
-from medallion.streams.checkpoints import lost_checkpoint, replaced_landing_files
 from medallion.streams.flows import Flow, fusion_head
 from medallion.streams.flows import flow as _flow
-from medallion.streams.kafka import topic_has_records
-from medallion.streams.kafka_gaps import record_kafka_gaps
-from medallion.streams.missing_files import (
-    missing_files_refusal,
-    record_missing_files,
-    start_checking,
-)
 from medallion.streams.progress import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
+from medallion.streams.query_lifecycle import (
+    MAX_RESTARTS,
+    restartable,
+    stop_all_after_batches,
+    why_restart,
+)
+from medallion.streams.run_choice import chosen_flows, nothing_to_run
 from medallion.streams.run_monitor import monitored
 from medallion.streams.run_report import RunReport, summarize, table_versions
 from medallion.streams.sinks import Trigger
 from medallion.streams.stage_clock import STAGE_CLOCK
+from medallion.streams.start_checks import check_landing, record_gaps, refuse_unsafe_starts
 from medallion.streams.stream_errors import describe_failure, error_summary
-from medallion.streams.table_schema import is_restartable_schema_change
 from medallion.tables import (
     ensure_tables,
-    pipelines_with_tables,
     table_version,
 )
 
@@ -61,64 +57,6 @@ def _written_tables(config: Config, flows: Sequence[Flow]) -> list[TableRef]:
     return [*(config.table(key) for key in keys), progress_table(config)]
 
 
-def with_input(spark: SparkSession, config: Config) -> Config | None:
-    """``config`` narrowed to the pipelines to run: those it names, or else every pipeline
-    with tables in the lake already, or with input: a landing folder of one of its datasets
-    (files), or, on a lake without tables, a record in one of its topics (Kafka). None when
-    no pipeline has either."""
-    if config.pipelines:
-        return config
-    declared = config.declared_pipelines()
-    chosen = pipelines_with_tables(spark, config)
-    if config.source == "files":
-        chosen += [p.name for p in declared if _has_landing(spark, config, p)]
-    elif not chosen:
-        chosen = [p.name for p in declared if _has_records(spark, config, p)]
-    names = tuple(p.name for p in declared if p.name in chosen)
-    return config.with_options(pipelines=names) if names else None
-
-
-def _chosen(
-    spark: SparkSession, config: Config, flows: Sequence[Flow] | None
-) -> tuple[Config, tuple[Flow, ...]] | None:
-    """The Config narrowed to the pipelines that run, and the flows to run: ``flows`` (the
-    Config narrowed to the pipelines declaring them, so no other pipeline's tables are made),
-    or else every flow of the pipelines :func:`with_input` finds; None when it finds none."""
-    if flows is not None:
-        flows = tuple(flows)
-        declaring = owners(flows)
-        if not config.pipelines and declaring:
-            config = config.with_options(pipelines=declaring)
-        return config, flows
-    narrowed = with_input(spark, config)
-    return None if narrowed is None else (narrowed, narrowed.flows())
-
-
-def _has_landing(spark: SparkSession, config: Config, pipeline: Pipeline) -> bool:
-    return any(
-        folder_exists(spark, config.landing_dir(d)) for d in landing_datasets(pipeline.flows)
-    )
-
-
-def _has_records(spark: SparkSession, config: Config, pipeline: Pipeline) -> bool:
-    return any(topic_has_records(spark, config, d) for d in landing_datasets(pipeline.flows))
-
-
-def _nothing_to_run(config: Config) -> RunReport:
-    datasets = landing_datasets(config.flows())
-    if config.source == "kafka":
-        where = f"records in its topics ({', '.join(config.kafka.topic(d) for d in datasets)})"
-    else:
-        where = f"input under {config.landing} ({', '.join(f'{d}/' for d in datasets)})"
-    log.warning(
-        "nothing to run: no pipeline has %s or tables in %s; land input, or name a pipeline "
-        "with --pipeline",
-        where,
-        config.lake,
-    )
-    return RunReport()
-
-
 def _prepare(
     spark: SparkSession, config: Config, flows: Sequence[Flow], register_names: bool
 ) -> None:
@@ -128,63 +66,6 @@ def _prepare(
         path = config.landing_dir(dataset)
         if "://" not in path and not path.startswith("/Volumes/"):
             os.makedirs(path, exist_ok=True)
-
-
-# How often one query may be restarted after a restartable failure, in one run.
-MAX_RESTARTS = 5
-
-
-def _restartable(error: BaseException | None) -> bool:
-    """A failure a restart cures: the batch is replayed from the checkpoint, exactly once.
-
-    - its Delta source gained a column (opt-in schema evolution upstream): a restart reads the
-      new schema from where the checkpoint stands;
-    - a concurrent commit changed a table's metadata or protocol under a write (an
-      ``ALTER TABLE ... SET TBLPROPERTIES`` during the run).
-    """
-    return is_restartable_schema_change(error) or is_concurrent_metadata_change(error)
-
-
-def _why_restart(error: BaseException | None) -> str:
-    if is_restartable_schema_change(error):
-        return "its source's schema changed"
-    return "a concurrent commit changed a table's metadata under its write"
-
-
-def _check_landing(config: Config, flows: Sequence[Flow]) -> None:
-    """Stop with a PipelineError when a landing file a flow read has been replaced since."""
-    for flow in flows:
-        refusal = replaced_landing_files(config, flow.name, flow.reads)
-        if refusal:
-            raise PipelineError(refusal)
-
-
-def _refuse_unsafe_starts(spark: SparkSession, config: Config, flows: Sequence[Flow]) -> None:
-    """Before a run touches anything: refuse a flow whose checkpoint was lost while its tables
-    hold data, or one that read a landing file that has been replaced since. A flow its head
-    carries has no checkpoint of its own (streams/fusion.py), unless its head never ran fused."""
-    members = [_flow(name) for flow in flows for name in flow.fuses]
-    lost_members = [m for m in members if fusion.lost_member_checkpoint(spark, config, m)]
-    for flow in (*flows, *lost_members):
-        refusal = lost_checkpoint(spark, config, flow.name, flow.writes) or missing_files_refusal(
-            config, flow.name, flow.reads
-        )
-        if refusal:
-            raise PipelineError(refusal)
-    _check_landing(config, flows)
-
-
-def _record_gaps(spark: SparkSession, config: Config, flows: Sequence[Flow]) -> None:
-    """Record input that bronze lost before it could read it (medallion/gaps.py), for the
-    batches committed since the last check: a run catches up on one a crash cut short."""
-    for flow in flows:
-        if flow.layer != "bronze":
-            continue
-        if config.source == "kafka":
-            record_kafka_gaps(spark, config, flow.name)
-        else:
-            start_checking(config, flow.name, flow.reads)
-            record_missing_files(spark, config, flow.name, flow.reads, flow.writes[0])
 
 
 def _start(
@@ -247,9 +128,9 @@ def run_available_now(
 
     The run holds its streams' locks: a second writer of any of them is refused.
     """
-    chosen = _chosen(spark, config, flows)
+    chosen = chosen_flows(spark, config, flows)
     if chosen is None:
-        return _nothing_to_run(config)
+        return nothing_to_run(config)
     config, flows = chosen
     with _locks(config, flows, "available now"):
         return _run_available_now(spark, config, flows, register_names, interrupt)
@@ -264,14 +145,14 @@ def _run_available_now(
 ) -> RunReport:
     fusions = {f.head.name: f for f in fusion.plans(spark, config, flows)}
     flows = _runnable(spark, config, flows, fusions)
-    _refuse_unsafe_starts(spark, config, flows)
+    refuse_unsafe_starts(spark, config, flows)
     _prepare(spark, config, flows, register_names)
-    _record_gaps(spark, config, flows)
+    record_gaps(spark, config, flows)
     before = table_versions(spark, config)
     stages_before = dict(STAGE_CLOCK.seconds)
     finished, flow_seconds = _drain(spark, config, flows, fusions, interrupt)
-    _check_landing(config, flows)  # replaced while this run read the folder
-    _record_gaps(spark, config, flows)
+    check_landing(config, flows)  # replaced while this run read the folder
+    record_gaps(spark, config, flows)
     for fused in fusions.values():
         if fused.catching_up:
             fusion.finish_catching_up(spark, config, fused)
@@ -357,8 +238,8 @@ def _drain(
                     if not query.awaitTermination(0.05):
                         continue
                 except PySparkException as error:
-                    if _restartable(error) and restarts.get(name, 0) < MAX_RESTARTS:
-                        step(log, "%s: %s; restarting it", name, _why_restart(error))
+                    if restartable(error) and restarts.get(name, 0) < MAX_RESTARTS:
+                        step(log, "%s: %s; restarting it", name, why_restart(error))
                         restarts[name] = restarts.get(name, 0) + 1
                         running[name] = (
                             flow,
@@ -387,43 +268,6 @@ def _report_finished(name: str, query: StreamingQuery, seconds: float) -> None:
     rows = plural(sum(p.numInputRows for p in progress), "row")
     batches = plural(len(progress), "batch")
     step(log, f"{name:<{STEP_NAME_WIDTH}}  OK  {rows:>12}  {batches:>11}  {seconds:7.1f} s")
-
-
-def _progress_stamp(query: StreamingQuery) -> str | None:
-    """The timestamp of the query's last reported trigger (None before the first)."""
-    progress = query.lastProgress
-    return progress.get("timestamp") if progress else None
-
-
-def _stop_gracefully(query: StreamingQuery, deadline: float) -> None:
-    """Stop a query once its in-flight batch has completed (or at ``deadline``, monotonic).
-
-    With a backlog a query starts its next batch right after the last, so it is rarely seen
-    idle: the batch in flight has completed when the query is idle or has reported a newer
-    progress than when the stop began. A batch cut short by the deadline (or the next batch,
-    started a moment before ``stop``) is safe too: it is replayed from the checkpoint.
-    """
-    in_flight_since = _progress_stamp(query)
-    while query.isActive and time.monotonic() < deadline:
-        if not query.status.get("isTriggerActive") or _progress_stamp(query) != in_flight_since:
-            break
-        time.sleep(0.05)
-    query.stop()
-
-
-def _stop_all(queries: list[StreamingQuery], deadline: float) -> None:
-    """Stop every query after its in-flight batch, all at once: a stop takes as long as the
-    longest batch in flight, not the sum of them (the streams are independent: each resumes
-    from its own checkpoint)."""
-    stoppers = [
-        threading.Thread(target=_stop_gracefully, args=(q, deadline), name=f"stop-{q.name}")
-        for q in queries
-        if q.isActive
-    ]
-    for stopper in stoppers:
-        stopper.start()
-    for stopper in stoppers:
-        stopper.join()
 
 
 # Called with the running queries of a continuous run, for a display.
@@ -460,9 +304,9 @@ def run_streaming(
     ``register_names`` as for :func:`run_available_now`. ``watch`` is called about twice a
     second with the running queries (the live table of medallion/streams/live.py).
     """
-    chosen = _chosen(spark, config, flows)
+    chosen = chosen_flows(spark, config, flows)
     if chosen is None:
-        return _nothing_to_run(config)
+        return nothing_to_run(config)
     config, flows = chosen
     with _locks(config, flows, "stream"):
         return _run_streaming(spark, config, stop, flows, register_names, watch)
@@ -484,9 +328,9 @@ def _run_streaming(
         )
     fusions = {f.head.name: f for f in fusion.plans(spark, config, flows)}
     flows = _runnable(spark, config, flows, fusions)
-    _refuse_unsafe_starts(spark, config, flows)
+    refuse_unsafe_starts(spark, config, flows)
     _prepare(spark, config, flows, register_names)
-    _record_gaps(spark, config, flows)
+    record_gaps(spark, config, flows)
     before = table_versions(spark, config)
     behind = [f for f in fusions.values() if f.catching_up]
     if behind:
@@ -515,17 +359,17 @@ def _run_streaming(
         next_landing_check = time.monotonic() + LANDING_CHECK_SECONDS
         while not stop.wait(0.5):
             if time.monotonic() >= next_landing_check:
-                _check_landing(config, [f for f, _ in running])
+                check_landing(config, [f for f, _ in running])
                 try:
-                    _record_gaps(spark, config, flows)
+                    record_gaps(spark, config, flows)
                 except PySparkException as error:  # the next check catches up
                     log.warning("could not check for input gaps yet: %s", error_summary(error))
                 next_landing_check = time.monotonic() + LANDING_CHECK_SECONDS
             for position, (flow, query) in enumerate(running):
                 if not query.isActive:
                     error = query.exception()
-                    if _restartable(error) and restarts < MAX_RESTARTS * len(running):
-                        step(log, "%s: %s; restarting it", flow.name, _why_restart(error))
+                    if restartable(error) and restarts < MAX_RESTARTS * len(running):
+                        step(log, "%s: %s; restarting it", flow.name, why_restart(error))
                         restarts += 1
                         trigger = _streaming_trigger(config, flow)
                         running[position] = (flow, _start(spark, config, flow, trigger, fusions))
@@ -538,7 +382,7 @@ def _run_streaming(
     finally:
         # One deadline for all queries, so a stop takes at most stop_timeout_seconds in all.
         deadline = time.monotonic() + config.stop_timeout_seconds
-        _stop_all([query for _, query in running], deadline)
+        stop_all_after_batches([query for _, query in running], deadline)
         compactor.finish(timeout=max(0.0, deadline - time.monotonic()))
-    _record_gaps(spark, config, flows)
+    record_gaps(spark, config, flows)
     return summarize(spark, config, before, {f.name: q for f, q in running})
