@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 
 
@@ -47,6 +48,36 @@ def bounded(
         return value
 
     return convert
+
+
+def starting_version(text: str) -> int | str:
+    """A table version (0 or more) or ``latest``.
+
+    >>> starting_version("3"), starting_version("latest")
+    (3, 'latest')
+    """
+    if text == "latest":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("use a table version (0 or more) or latest") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be zero or more")
+    return value
+
+
+def byte_size(text: str) -> str:
+    """A positive size as Spark's byte strings take it: a number, optionally followed by b,
+    k(b), m(b), g(b), t(b) or p(b).
+
+    >>> byte_size("512m")
+    '512m'
+    """
+    size = re.fullmatch(r"([0-9]+)([kmgtp]b?|b)?", text, re.IGNORECASE)
+    if size is None or int(size.group(1)) == 0:
+        raise argparse.ArgumentTypeError("use a positive size such as 1048576, 512m or 1g")
+    return text
 
 
 COUNT = bounded(int, 0)  # zero or more

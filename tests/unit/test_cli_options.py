@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from medallion.cli import build_parser, delta_source_options_from_args
+from medallion.cli import build_parser
 from medallion.config import DeltaSourceOptions
+from medallion.run_options import delta_source_options_from_args
 
 RUN = ["run", "--landing", "/tmp/landing", "--lake", "/tmp/lake"]
 
@@ -83,8 +84,8 @@ def test_each_declared_dataset_gets_a_topic_flag_and_a_size_flag():
     import sys
     from pathlib import Path
 
-    from medallion.cli import topic_arguments
     from medallion.pipelines import register, unregister
+    from medallion.run_options import topic_arguments
 
     kafka = ["run", "--lake", "/l", "--source", "kafka", "--kafka-bootstrap", "h:1"]
     args = build_parser().parse_args([*kafka, "--transactions-topic", "bank.tx"])

@@ -91,7 +91,7 @@ def test_carried_columns_are_validated():
 
 
 def test_carry_column_names_its_table_or_the_only_one_that_takes_them():
-    from medallion.cli import carried_columns
+    from medallion.run_options import carried_columns
 
     assert carried_columns(["coupon", "silver/events:campaign"], ["retail"]) == {
         "silver/events": ["coupon", "campaign"]
