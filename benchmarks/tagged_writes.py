@@ -29,8 +29,8 @@ import time
 
 from peers.common import finish, session
 
-from medallion.config import TableRef
 from medallion.declarations import APPEND_ONLY
+from medallion.sql_names import TableRef
 from medallion.streams.exactly_once import BatchWrites
 from medallion.streams.sinks import append_batch
 from medallion.tables import create_delta_table

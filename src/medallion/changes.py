@@ -8,7 +8,8 @@ from datetime import datetime
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.config import Config, ConfigError
+from medallion.config import Config
+from medallion.errors import ConfigError
 from medallion.tables import history, table_exists
 
 

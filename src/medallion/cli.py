@@ -5,43 +5,18 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from medallion import console
 from medallion.argtypes import AT_LEAST_ONE, COUNT, POSITIVE_SECONDS, SHARE
-from medallion.config import (
-    Config,
-    ConfigError,
-    KafkaSourceOptions,
-    parse_settings,
-)
-from medallion.console import plural, step
+from medallion.config import Config
+from medallion.data_commands import cmd_changes, cmd_generate, cmd_show
 from medallion.declarations import LAYERS
-from medallion.errors import PipelineError
-from medallion.ops.cli import (
-    add_output_argument,
-    add_pipeline_argument,
-    lake_config,
-    print_json,
-)
-from medallion.run_options import (
-    add_delta_source_arguments,
-    carried_columns,
-    delta_source_options_from_args,
-    topic_arguments,
-)
+from medallion.errors import ConfigError, PipelineError
+from medallion.ops.cli import add_output_argument, add_pipeline_argument
+from medallion.run_command import add_delta_source_arguments, cmd_run
 from medallion.task_params import TOPIC_SUFFIX
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from medallion.streams.runner import Watcher
 
 log = logging.getLogger("medallion")
 
@@ -284,188 +259,6 @@ def _everywhere(parser: argparse.ArgumentParser, inherited: Sequence[argparse.Ac
             _everywhere(child, [*inherited, *own])
 
 
-def _cmd_generate(args: argparse.Namespace) -> int:
-    from medallion.generate import FaultRates
-    from medallion.pipelines import generate_input
-
-    faults = FaultRates(
-        duplicate=args.duplicate_rate,
-        late=args.late_rate,
-        invalid=args.invalid_rate,
-        malformed=args.malformed_rate,
-    )
-    from medallion.bundle.workspace import generate_to_volume, needs_files_api
-    from medallion.pipelines import all_datasets
-
-    sizes = {d: getattr(args, f"size_{d}") for d in all_datasets()}
-    options = {
-        **{dataset: size for dataset, size in sizes.items() if size is not None},
-        "records": args.records,
-        "files": args.files,
-        "seed": args.seed,
-        "faults": faults,
-    }
-    try:
-        if needs_files_api(args.landing):  # a Unity Catalog volume, from off Databricks
-            written = generate_to_volume(None, args.landing, args.pipeline, **options)
-        else:
-            written = generate_input(args.landing, args.pipeline, **options)
-    except KeyError as error:
-        raise ConfigError(str(error.args[0])) from None
-    for dataset, paths in written.items():
-        print(f"{dataset}: {len(paths)} files in {args.landing}/{dataset}")
-    return 0
-
-
-def _install_stop_handlers(stop: threading.Event) -> None:
-    def request_stop(signum: int, _frame: object) -> None:
-        step(log, "received %s: stopping after the batches in flight", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
-
-
-def _install_interrupt_handler(interrupt: threading.Event) -> None:
-    """Ctrl-C asks the run to stop its queries (the runner raises KeyboardInterrupt when it
-    sees the request, outside any call into the JVM); a second Ctrl-C stops at once."""
-
-    def request_interrupt(_signum: int, _frame: object) -> None:
-        if interrupt.is_set():
-            raise KeyboardInterrupt
-        interrupt.set()
-
-    signal.signal(signal.SIGINT, request_interrupt)
-
-
-def _cmd_run(args: argparse.Namespace) -> int:
-    from medallion.session import get_spark, packages_for
-    from medallion.streams.runner import run_available_now, run_streaming
-
-    if args.source == "files" and not args.landing:
-        raise ConfigError("--landing is required with --source files")
-    config = Config(
-        landing=os.path.abspath(args.landing or args.lake),  # unused by the Kafka source
-        lake=os.path.abspath(args.lake),
-        trigger_interval_seconds=args.interval,
-        max_files_per_trigger=args.max_files_per_trigger,
-        skip_missing_files=args.skip_missing_files,
-        source=args.source,
-        kafka=KafkaSourceOptions(
-            bootstrap_servers=args.kafka_bootstrap,
-            topics=topic_arguments(args),
-            starting_offsets=args.starting_offsets,
-            max_offsets_per_trigger=args.max_offsets_per_trigger,
-            secret_scope=args.kafka_secret_scope,
-            fail_on_data_loss=not args.kafka_accept_data_loss,
-        ),
-        delta_source=delta_source_options_from_args(args),
-        carried_columns=carried_columns(args.carry_column, args.pipeline),
-        pipelines=tuple(args.pipeline),
-        settings=parse_settings(args.settings),
-    )
-    config.declared_pipelines()  # an unknown name is an error before Spark starts
-    stop = threading.Event()
-    if args.stream:
-        _install_stop_handlers(stop)
-    spark = get_spark(packages=packages_for(config))
-    if args.stream:
-        _install_stop_handlers(stop)  # pyspark installs its own SIGINT handler with the context
-        # The process ends with the run: the session catalog's names would serve nobody.
-        with _live_table(args, spark, config) as watch:
-            report = run_streaming(spark, config, stop, register_names=False, watch=watch)
-    else:
-        interrupt = threading.Event()
-        _install_interrupt_handler(interrupt)
-        report = run_available_now(spark, config, register_names=False, interrupt=interrupt)
-    if args.output == "json":
-        print_json(asdict(report))
-    else:
-        console.show(report.render())
-    return 0
-
-
-@contextmanager
-def _live_table(
-    args: argparse.Namespace, spark: SparkSession, config: Config
-) -> Iterator[Watcher | None]:
-    """The live table of streams while a ``--stream`` run lasts, on a terminal only."""
-    if args.no_live or args.verbose or not sys.stderr.isatty():
-        yield None
-        return
-    from medallion.ops.status import backlog
-    from medallion.streams.live import LiveStreams
-
-    with LiveStreams(lambda flow: backlog(spark, config, flow)) as live:
-        yield live.update
-
-
-def _cmd_changes(args: argparse.Namespace) -> int:
-    from medallion.changes import read_changes
-    from medallion.session import get_spark
-
-    config = lake_config(args)
-    feeds = [t.key for p in config.declared_pipelines() for t in p.tables if t.change_data_feed]
-    spark = get_spark()
-    changes = read_changes(
-        spark,
-        config,
-        args.table or _only_change_feed(spark, config, feeds),
-        from_version=args.from_version,
-        to_version=args.to_version,
-        from_timestamp=args.from_timestamp,
-        to_timestamp=args.to_timestamp,
-    )
-    ordered = changes.orderBy("_commit_version", "_change_type")
-    count = ordered.count()
-    if args.output == "json":
-        rows = [row.asDict(recursive=True) for row in ordered.limit(args.rows).collect()]
-        print_json({"changes": count, "rows": rows})
-        return 0
-    print(f"{count} changes")
-    console.show(console.rows_table(ordered.columns, ordered.limit(args.rows).collect()))
-    return 0
-
-
-def _only_change_feed(spark: object, config: Config, keys: Sequence[str]) -> str:
-    """The one table of ``keys`` (tables with a change data feed), preferring those the lake
-    holds; :class:`ConfigError` when that leaves none or several."""
-    from medallion.tables import table_exists
-
-    held = [k for k in keys if table_exists(spark, config.table(k))] if len(keys) > 1 else keys
-    if len(held) != 1:
-        raise ConfigError(
-            f"name the table with --table: tables with a change data feed are "
-            f"{', '.join(keys) or 'none'}"
-        )
-    return held[0]
-
-
-def _cmd_show(args: argparse.Namespace) -> int:
-    from medallion.explore import display_order
-    from medallion.pipelines import declared_table
-    from medallion.session import get_spark
-    from medallion.tables import read_table, table_exists
-
-    config = lake_config(args)
-    spark = get_spark()
-    shown = []
-    for table in config.tables():
-        if table.layer != args.layer or not table_exists(spark, table):
-            continue
-        df = read_table(spark, table)
-        ordered = df.orderBy(*display_order(declared_table(table.key), df.columns))
-        if args.output == "json":
-            rows = [row.asDict(recursive=True) for row in ordered.limit(args.rows).collect()]
-            shown.append({"table": table.key, "rows": df.count(), "first_rows": rows})
-            continue
-        print(f"\n== {table.key} ({plural(df.count(), 'row')})")
-        console.show(console.rows_table(ordered.columns, ordered.limit(args.rows).collect()))
-    if args.output == "json":
-        print_json(shown)
-    return 0
-
-
 def _cmd_job(args: argparse.Namespace) -> int:
     from medallion.bundle.cli import cmd_job
 
@@ -473,10 +266,10 @@ def _cmd_job(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
-    "generate": _cmd_generate,
-    "run": _cmd_run,
-    "changes": _cmd_changes,
-    "show": _cmd_show,
+    "generate": cmd_generate,
+    "run": cmd_run,
+    "changes": cmd_changes,
+    "show": cmd_show,
     "job": _cmd_job,
 }
 

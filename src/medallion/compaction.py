@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
-from medallion.config import TableRef
 from medallion.conflicts import is_write_conflict, retry_on_conflict
+from medallion.sql_names import TableRef
 from medallion.tables import file_stats
 
 log = logging.getLogger(__name__)

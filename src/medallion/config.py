@@ -8,237 +8,33 @@ live under a Volume. Changing where a table lives touches this module only.
 
 from __future__ import annotations
 
-import posixpath
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
+from medallion.errors import ConfigError
+from medallion.source_options import (
+    DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER,
+    DeltaSourceOptions,
+    KafkaSourceOptions,
+)
+from medallion.sql_names import (
+    CONTROL_CHARACTERS,
+    TableRef,
+    flat_table_name,
+    normalize_path,
+    path_under,
+    quote_identifier,
+    quote_principal,
+    validate_identifier,
+)
+
 if TYPE_CHECKING:
     from medallion.declarations import Flow, Pipeline, Setting, Table
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
-
 FileSourceKind = Literal["files", "autoloader"]
 SourceKind = Literal["files", "kafka"]
-
-# Kafka's legal topic names: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
-_KAFKA_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_KAFKA_BOOTSTRAP = re.compile(r"[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}(,[A-Za-z0-9._\[\]:-]+:[0-9]{1,5})*")
-
-
-class ConfigError(ValueError):
-    """A configuration value is unusable; the message says which and why."""
-
-
-def validate_identifier(value: str, what: str = "identifier") -> str:
-    """Return ``value`` if it is a plain SQL identifier, else raise :class:`ConfigError`.
-
-    Only ``[A-Za-z_][A-Za-z0-9_]*`` is accepted, so quotes, backticks, semicolons, dots and
-    whitespace can never reach SQL text.
-
-    >>> validate_identifier("silver_events")
-    'silver_events'
-    """
-    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
-        raise ConfigError(
-            f"invalid {what} {value!r}: use letters, digits and underscores, not starting with a digit"
-        )
-    return value
-
-
-def quote_identifier(*parts: str) -> str:
-    """Validate each part and join them as a backtick-quoted, dot-separated SQL name."""
-    return ".".join(f"`{validate_identifier(p)}`" for p in parts)
-
-
-def quote_principal(name: str) -> str:
-    """A Unity Catalog principal (a group, a user's e-mail, an application id) as a
-    backtick-quoted SQL name; a name with a backtick or a control character is refused.
-
-    >>> quote_principal("medallion-readers")
-    '`medallion-readers`'
-    """
-    if not name.strip() or "`" in name or _CONTROL.search(name):
-        raise ConfigError(f"invalid principal {name!r}: no backticks or control characters")
-    return f"`{name}`"
-
-
-def sql_string(value: str) -> str:
-    """``value`` as a Spark SQL string literal: quoted, backslashes and quotes escaped.
-
-    >>> print(sql_string("/lake/it's\\here"))
-    '/lake/it\\'s\\\\here'
-    """
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def quote_path(path: str) -> str:
-    """``path`` as a backtick-quoted SQL identifier (``delta.`<path>```): backticks doubled."""
-    return "`" + path.replace("`", "``") + "`"
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def normalize_path(path: str) -> str:
-    """A path without ``.``/``..`` segments or a trailing slash; URIs (``s3://``) keep their scheme."""
-    scheme, sep, rest = path.partition("://")
-    if not sep:
-        scheme, rest = "", path
-    normalized = posixpath.normpath(rest) if rest else rest
-    if normalized.startswith("//"):  # normpath keeps a leading double slash; one is enough
-        normalized = "/" + normalized.lstrip("/")
-    return f"{scheme}{sep}{normalized}" if sep else normalized
-
-
-def path_under(root: str, relative: str) -> str:
-    """``root/relative``, refusing any ``relative`` that would leave ``root``."""
-    candidate = normalize_path(f"{root}/{relative}")
-    if posixpath.isabs(relative) or not (candidate + "/").startswith(root.rstrip("/") + "/"):
-        raise ConfigError(f"path {relative!r} escapes its root {root!r}")
-    return candidate
-
-
-def flat_table_name(layer: str, name: str) -> str:
-    """A table's name in a schema: ``<layer>_<name>`` (``_system`` tables: ``system_<name>``).
-
-    >>> flat_table_name("_system", "stream_progress")
-    'system_stream_progress'
-    """
-    return validate_identifier(f"{layer.lstrip('_')}_{name}", "table")
-
-
-@dataclass(frozen=True)
-class TableRef:
-    """Where one table lives: a path (local) and/or a catalog name (always)."""
-
-    layer: str
-    name: str
-    path: str | None
-    qualified_name: str
-
-    @property
-    def key(self) -> str:
-        """The table's key in the contract, for example ``silver/events``."""
-        return f"{self.layer}/{self.name}"
-
-    @property
-    def flat_name(self) -> str:
-        """The table's name in its schema, for example ``silver_events``."""
-        return flat_table_name(self.layer, self.name)
-
-    @property
-    def sql_name(self) -> str:
-        """A SQL reference to the table: ``delta.`path``` locally, the catalog name otherwise."""
-        if self.path is not None:
-            return f"delta.{quote_path(self.path)}"
-        return self.qualified_name
-
-
-@dataclass(frozen=True)
-class DeltaSourceOptions:
-    """Options of every Delta-to-Delta stream (see the Delta streaming documentation)."""
-
-    starting_version: int | str | None = None
-    starting_timestamp: str | None = None
-    max_files_per_trigger: int | None = None
-    max_bytes_per_trigger: str | None = None
-    # MERGE and maintenance rewrite files upstream; skipping those commits keeps readers alive.
-    skip_change_commits: bool = True
-    with_event_time_order: bool = False
-
-    def as_options(self) -> dict[str, str]:
-        """The non-default options as ``DataStreamReader.option`` pairs."""
-        if self.starting_version is not None and self.starting_timestamp is not None:
-            raise ConfigError("set startingVersion or startingTimestamp, not both")
-        options: dict[str, str] = {}
-        if self.starting_version is not None:
-            options["startingVersion"] = str(self.starting_version)
-        if self.starting_timestamp is not None:
-            options["startingTimestamp"] = self.starting_timestamp
-        if self.max_files_per_trigger is not None:
-            options["maxFilesPerTrigger"] = str(self.max_files_per_trigger)
-        if self.max_bytes_per_trigger is not None:
-            options["maxBytesPerTrigger"] = str(self.max_bytes_per_trigger)
-        if self.skip_change_commits:
-            options["skipChangeCommits"] = "true"
-        if self.with_event_time_order:
-            options["withEventTimeOrder"] = "true"
-        return options
-
-
-# Every source reads a bounded amount per micro-batch unless told otherwise, so a first run over
-# a huge backlog takes several batches that fit the default 1 GiB driver (384 MiB of lines is
-# about 2.3M events; a batch of 2M used all of it and finished), instead of one batch
-# that runs out of memory and, replaying the same recorded offsets, runs out again on every
-# restart. Delta sources and Auto Loader already stop at 1,000 files a batch by default.
-DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER = 384 << 20  # the file source takes plain bytes
-DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER = 1_000_000
-
-
-@dataclass(frozen=True)
-class KafkaSourceOptions:
-    """Where and how the Kafka source reads (``source="kafka"``); see docs/kafka.md.
-
-    Each input dataset is read from the topic of its own name unless ``topics`` maps it to
-    another. Credentials never live here: they come from ``MEDALLION_KAFKA_*`` environment
-    variables, or from the Databricks secret scope named by ``secret_scope``
-    (medallion/streams/kafka.py).
-
-    >>> options = KafkaSourceOptions(topics={"events": "shop.clicks"})
-    >>> options.topic("events"), options.topic("customers")
-    ('shop.clicks', 'customers')
-    """
-
-    bootstrap_servers: str | None = None
-    # The topic of each dataset whose topic is not named like the dataset.
-    topics: Mapping[str, str] = field(default_factory=dict)
-    # Where a new checkpoint starts: earliest, latest or Spark's JSON {"topic": {"0": 42}}.
-    # An existing checkpoint always resumes from the offsets it recorded.
-    starting_offsets: str = "earliest"
-    # Records per micro-batch (all partitions together); None means the default bound.
-    max_offsets_per_trigger: int | None = None
-    secret_scope: str | None = None
-    # Stop when records the stream has not read yet are gone (expired by retention, deleted,
-    # or the topic recreated): Spark's failOnDataLoss. False (--kafka-accept-data-loss) reads
-    # what remains and records each lost range in <lake>/_system/data_gaps (docs/kafka.md).
-    fail_on_data_loss: bool = True
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.fail_on_data_loss, bool):
-            raise ConfigError(
-                f"fail_on_data_loss must be true or false, not {self.fail_on_data_loss!r}"
-            )
-        servers = self.bootstrap_servers
-        if servers is not None and not _KAFKA_BOOTSTRAP.fullmatch(servers):
-            raise ConfigError(
-                f"invalid Kafka bootstrap servers {servers!r}: use HOST:PORT[,HOST:PORT...]"
-            )
-        for dataset in self.topics:
-            validate_identifier(dataset, "dataset")
-            topic = self.topics[dataset]
-            legal = isinstance(topic, str) and _KAFKA_TOPIC.fullmatch(topic)
-            if not legal or topic in (".", ".."):
-                raise ConfigError(
-                    f"invalid {dataset} topic {topic!r}: use letters, digits, '.', '_' and '-' "
-                    "(at most 249)"
-                )
-        offsets = self.starting_offsets
-        if offsets not in ("earliest", "latest") and not str(offsets).lstrip().startswith("{"):
-            raise ConfigError(
-                f"invalid starting offsets {offsets!r}: use earliest, latest or JSON such as "
-                '{"events": {"0": 42}}'
-            )
-        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
-            raise ConfigError("maxOffsetsPerTrigger must be positive")
-        if self.secret_scope is not None and not self.secret_scope.strip():
-            raise ConfigError("the Kafka secret scope must not be empty")
-
-    def topic(self, dataset: str) -> str:
-        """The topic the input records of ``dataset`` are read from."""
-        return self.topics.get(dataset) or validate_identifier(dataset, "dataset")
 
 
 def parse_pairs(pairs: str | Sequence[str], what: str = "setting") -> dict[str, str]:
@@ -329,7 +125,7 @@ class Config:
                 continue
             if not value or not isinstance(value, str):
                 raise ConfigError(f"{key} must be a non-empty path")
-            if _CONTROL.search(value):
+            if CONTROL_CHARACTERS.search(value):
                 raise ConfigError(f"{key} {value!r} holds a control character")
         object.__setattr__(self, "landing", normalize_path(self.landing))
         object.__setattr__(self, "lake", normalize_path(self.lake))

@@ -25,9 +25,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.declarations import Pipeline, View
 from medallion.pipelines import pipelines
+from medallion.sql_names import TableRef
 
 
 def stream_health(pipeline: Pipeline) -> View:

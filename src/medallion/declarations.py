@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 
-from medallion.config import ConfigError, validate_identifier
+from medallion.errors import ConfigError
+from medallion.sql_names import validate_identifier
 
 LAYERS = ("bronze", "silver", "gold")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from medallion.config import TableRef
+from medallion.sql_names import TableRef
 from medallion.storage import list_names, read_text
 
 # A commit (``00000000000000000007.json``) or a checkpoint of one: what makes a folder a table.

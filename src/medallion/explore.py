@@ -14,8 +14,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.declarations import Table
+from medallion.sql_names import TableRef
 from medallion.tables import history as table_history
 from medallion.tables import read_table, table_exists
 

@@ -26,7 +26,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from medallion import __version__
-from medallion.config import TableRef
+from medallion.sql_names import TableRef
 from medallion.storage import local_path
 
 # Table properties whose protocol needs are known: none beyond Delta's default (1, 2) but

@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 
 from pyspark.sql import SparkSession
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
+from medallion.sql_names import TableRef
 from medallion.tables import append_rows, read_table, table_exists
 
 GAPS_SCHEMA = (

@@ -27,14 +27,12 @@ from collections.abc import Sequence
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from medallion.config import (
-    Config,
-    ConfigError,
-    quote_identifier,
-)
+from medallion.config import Config
 from medallion.console import plain
 from medallion.declarations import landing_datasets
+from medallion.errors import ConfigError
 from medallion.session import is_connect_session
+from medallion.sql_names import quote_identifier
 from medallion.streams.flows import Flow, all_flows, fusion_head
 from medallion.streams.run_report import RunReport, TableSummary
 from medallion.streams.runner import run_available_now, run_streaming

@@ -31,7 +31,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from medallion.config import Config, ConfigError
+from medallion.config import Config
+from medallion.errors import ConfigError
 from medallion.storage import local_path
 
 log = logging.getLogger(__name__)

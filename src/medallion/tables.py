@@ -11,12 +11,13 @@ from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.config import Config, TableRef, quote_identifier, quote_principal, sql_string
+from medallion.config import Config
 from medallion.delta_log import COMMIT_FILE, committed_version, latest_checksum
 from medallion.first_commit import write_first_commit
 from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
 from medallion.pipelines import declared_table
+from medallion.sql_names import TableRef, quote_identifier, quote_principal, sql_string
 from medallion.storage import delete_folder, folder_exists, list_names
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,9 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
-from medallion.config import Config, ConfigError, KafkaSourceOptions, parse_pairs, parse_settings
+from medallion.config import Config, parse_pairs, parse_settings
+from medallion.errors import ConfigError
+from medallion.source_options import KafkaSourceOptions
 
 TRIGGERS = ("available_now", "processing_time")
 FILE_SOURCES = ("auto", "files", "autoloader")

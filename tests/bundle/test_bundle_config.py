@@ -444,7 +444,7 @@ def test_kafka_options_are_job_parameters_and_credentials_a_secret_scope(bundle,
     one the notebooks read; the credentials appear only as the name of a secret scope."""
     from dataclasses import fields
 
-    from medallion.config import KafkaSourceOptions
+    from medallion.source_options import KafkaSourceOptions
     from medallion.task_params import TaskParams
 
     job = bundle.jobs("prod")[job_key]

@@ -12,11 +12,12 @@ from banking_oracle import Banking, Deliveries
 from lake_checks import assert_banking_matches
 from processes import kill_group, start_medallion, wait_until
 
-from medallion.config import Config, KafkaSourceOptions
+from medallion.config import Config
 from medallion.faults import PAUSE_AT_ENV, PAUSE_DIR_ENV
 from medallion.generate import FaultRates, write_file_atomically
 from medallion.pipelines import pipelines
 from medallion.pipelines.banking.generator import account_change_lines, transaction_lines
+from medallion.source_options import KafkaSourceOptions
 from medallion.streams.runner import run_available_now
 from medallion.tables import read_table
 

@@ -9,9 +9,9 @@ import pytest
 from lake_checks import assert_change_feed_audited, assert_lake_matches
 from oracle import expected_from
 
-from medallion.config import TableRef
 from medallion.delta_log import latest_checksum
 from medallion.pipelines.retail.generator import generate
+from medallion.sql_names import TableRef
 from medallion.streams.caught_up import has_read_everything
 from medallion.streams.flows import flow
 from medallion.streams.runner import run_available_now

@@ -17,7 +17,8 @@ from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import DeltaSourceOptions, TableRef
+from medallion.source_options import DeltaSourceOptions
+from medallion.sql_names import TableRef
 from medallion.streams.sinks import merge_insert_new, merge_upsert
 from medallion.streams.sources import (
     FIRST_VERSION_READ_LIMIT,

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from medallion.config import TableRef
 from medallion.delta_log import commit_actions, commit_tags, committed_version
+from medallion.sql_names import TableRef
 from medallion.streams.exactly_once import (
     CLOCK_SKEW_MS,
     BatchTag,

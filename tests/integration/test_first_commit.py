@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from medallion import first_commit
-from medallion.config import TableRef
 from medallion.pipelines import all_tables
+from medallion.sql_names import TableRef
 from medallion.tables import create_delta_table
 
 pytestmark = pytest.mark.usefixtures("spark")

@@ -12,11 +12,12 @@ import pytest
 from iot_oracle import expected_from, parse
 from lake_checks import assert_iot_matches, iot_silver
 
-from medallion.config import Config, KafkaSourceOptions
+from medallion.config import Config
 from medallion.generate import FaultRates, write_file_atomically
 from medallion.pipelines import pipelines
 from medallion.pipelines.iot.batches import minute_batch, silver_batch, status_batch
 from medallion.pipelines.iot.generator import DATASET, reading_lines
+from medallion.source_options import KafkaSourceOptions
 from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table
 

@@ -23,14 +23,17 @@ from oracle import Expected, expected_customers, expected_daily_revenue, expecte
 from processes import batch_in_flight, committed_batches, kill_group, start_medallion, wait_until
 
 from medallion.bundle.resolve import Bundle
-from medallion.config import Config, KafkaSourceOptions
+from medallion.config import Config
+from medallion.errors import failure_text
 from medallion.gaps import checked_through, mark_checked, recorded_gaps
 from medallion.generate import write_file_atomically
 from medallion.layers import run_task
 from medallion.pipelines.retail.generator import generate_customer_lines, generate_event_lines
+from medallion.source_options import KafkaSourceOptions
 from medallion.streams.flows import flow
 from medallion.streams.kafka_gaps import CHECK as KAFKA_GAPS_CHECK
-from medallion.streams.kafka_gaps import failure_text, kafka_data_loss_hint, record_kafka_gaps
+from medallion.streams.kafka_gaps import record_kafka_gaps
+from medallion.streams.kafka_loss_hint import kafka_data_loss_hint
 from medallion.streams.runner import PipelineError, run_available_now
 from medallion.tables import read_table
 from medallion.task_params import TaskParams

@@ -7,8 +7,8 @@ import json
 import logging
 import shutil
 
-from medallion.config import TableRef
 from medallion.delta_log import committed_version
+from medallion.sql_names import TableRef
 from medallion.streams.known_keys import KnownKeys, kept_keys
 from medallion.streams.sinks import append_batch
 from medallion.tables import read_table

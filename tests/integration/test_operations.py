@@ -11,7 +11,7 @@ import pytest
 from lake_checks import assert_change_feed_audited, assert_lake_matches, lake_snapshot
 from oracle import expected_from
 
-from medallion.config import Config, DeltaSourceOptions
+from medallion.config import Config
 from medallion.console import plain
 from medallion.generate import write_file_atomically
 from medallion.ops.maintain import VacuumRefused, data_files, files_on_disk, maintain, vacuum
@@ -19,6 +19,7 @@ from medallion.ops.reset import execute_reset, plan_reset
 from medallion.ops.status import lake_status, render_status
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.pipelines.retail.generator import generate
+from medallion.source_options import DeltaSourceOptions
 from medallion.streams.flows import flow
 from medallion.streams.fusion import is_member
 from medallion.streams.progress import read_progress

@@ -9,7 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from medallion.config import Config, ConfigError, parse_settings
+from medallion.config import Config, parse_settings
+from medallion.errors import ConfigError
 from medallion.pipelines.banking.contract import validate_account_changes, validate_transactions
 from medallion.pipelines.banking.transforms import AlertRules, screen
 

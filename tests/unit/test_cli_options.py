@@ -8,8 +8,8 @@ import re
 import pytest
 
 from medallion.cli import build_parser
-from medallion.config import DeltaSourceOptions
-from medallion.run_options import delta_source_options_from_args
+from medallion.run_command import delta_source_options_from_args
+from medallion.source_options import DeltaSourceOptions
 
 RUN = ["run", "--landing", "/tmp/landing", "--lake", "/tmp/lake"]
 
@@ -85,7 +85,7 @@ def test_each_declared_dataset_gets_a_topic_flag_and_a_size_flag():
     from pathlib import Path
 
     from medallion.pipelines import register, unregister
-    from medallion.run_options import topic_arguments
+    from medallion.run_command import topic_arguments
 
     kafka = ["run", "--lake", "/l", "--source", "kafka", "--kafka-bootstrap", "h:1"]
     args = build_parser().parse_args([*kafka, "--transactions-topic", "bank.tx"])

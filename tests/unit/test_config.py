@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from medallion.config import Config, ConfigError, DeltaSourceOptions, validate_identifier
+from medallion.config import Config
+from medallion.errors import ConfigError
+from medallion.source_options import DeltaSourceOptions
+from medallion.sql_names import validate_identifier
 
 
 def test_local_paths_and_registered_names():

@@ -9,8 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from medallion.cli import main
-from medallion.config import Config, ConfigError, KafkaSourceOptions
+from medallion.config import Config
+from medallion.errors import ConfigError, failure_text
 from medallion.session import KAFKA_MAVEN_PACKAGE, local_packages, packages_for
+from medallion.source_options import KafkaSourceOptions
 from medallion.streams.kafka import (
     SECURITY_SETTINGS,
     env_settings,
@@ -18,7 +20,7 @@ from medallion.streams.kafka import (
     secret_scope_settings,
     security_options,
 )
-from medallion.streams.kafka_gaps import failure_text, kafka_data_loss_hint
+from medallion.streams.kafka_loss_hint import kafka_data_loss_hint
 from medallion.task_params import TaskParams
 
 

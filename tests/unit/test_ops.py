@@ -12,8 +12,9 @@ import pytest
 from pyspark.sql.streaming.listener import QueryProgressEvent
 from pyspark.sql.types import DecimalType, StringType, StructField, StructType
 
-from medallion.config import Config, ConfigError
+from medallion.config import Config
 from medallion.conflicts import is_write_conflict, retry_on_conflict
+from medallion.errors import ConfigError
 from medallion.ops.lineage import downstream, stream_readers
 from medallion.ops.maintain import interval_hours
 from medallion.ops.reset import plan_reset
@@ -91,7 +92,7 @@ def test_carried_columns_are_validated():
 
 
 def test_carry_column_names_its_table_or_the_only_one_that_takes_them():
-    from medallion.run_options import carried_columns
+    from medallion.run_command import carried_columns
 
     assert carried_columns(["coupon", "silver/events:campaign"], ["retail"]) == {
         "silver/events": ["coupon", "campaign"]

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from medallion.config import Config, ConfigError, normalize_path, path_under, quote_identifier
+from medallion.config import Config
+from medallion.errors import ConfigError
+from medallion.sql_names import normalize_path, path_under, quote_identifier
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -368,7 +370,9 @@ def test_landing_paths_cannot_escape_their_root():
 
 
 def test_paths_reach_sql_fully_escaped_and_control_characters_are_refused():
-    from medallion.config import Config, ConfigError, quote_path, sql_string
+    from medallion.config import Config
+    from medallion.errors import ConfigError
+    from medallion.sql_names import quote_path, sql_string
 
     lake = "/data/la`ke;x\\y'z"
     ref = Config(landing="/l", lake=lake).table("bronze/events")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from medallion.config import ConfigError
+from medallion.errors import ConfigError
 
 BUNDLE_FILE = "databricks.yml"
 LOCAL_TARGET = "local"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from medallion.config import ConfigError
+from medallion.errors import ConfigError
 
 VOLUMES_PREFIX = "/Volumes/"
 TERMINAL_STATES = {"TERMINATED", "SKIPPED", "INTERNAL_ERROR"}

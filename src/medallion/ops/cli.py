@@ -14,9 +14,10 @@ import sys
 from dataclasses import asdict
 
 from medallion.argtypes import COUNT, HOURS, PORT, POSITIVE_MINUTES, POSITIVE_SECONDS
-from medallion.config import Config, ConfigError
+from medallion.config import Config
 from medallion.console import error, show
 from medallion.declarations import LAYERS
+from medallion.errors import ConfigError
 
 
 def add_ops_parsers(sub: argparse._SubParsersAction) -> None:

@@ -15,9 +15,9 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from medallion.config import ConfigError
 from medallion.dashboards import dashboard_views, pipelines_in_lake, query_views
 from medallion.declarations import Pipeline, View
+from medallion.errors import ConfigError
 
 MISSING = "the dashboard needs Dash and DuckDB: pip install 'medallion[dashboard]'"
 

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from medallion.config import Config, ConfigError, TableRef
+from medallion.config import Config
 from medallion.declarations import LAYERS
+from medallion.errors import ConfigError
 from medallion.locks import stream_locks
 from medallion.ops.lineage import downstream
+from medallion.sql_names import TableRef
 from medallion.storage import delete_file, delete_folder, write_text
 from medallion.streams.flows import fusion_head
 from medallion.streams.fusion import RESET_MARKER

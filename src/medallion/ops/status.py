@@ -23,10 +23,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from rich.console import Group, RenderableType
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.console import plural, table
 from medallion.gaps import describe_gap, gaps_table, recorded_gaps
-from medallion.ops.maintain import StreamLag, stream_lags
+from medallion.ops.stream_lag import StreamLag, stream_lags
+from medallion.sql_names import TableRef
 from medallion.storage import list_names
 from medallion.streams import checkpoint_files as checkpoints
 from medallion.streams.flows import Flow, fusion_head

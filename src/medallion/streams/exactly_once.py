@@ -34,7 +34,7 @@ from typing import NamedTuple
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.delta_log import (
     BATCH_TAG_KEY,
     commit_actions,
@@ -42,6 +42,7 @@ from medallion.delta_log import (
     commit_timestamp,
     committed_version,
 )
+from medallion.sql_names import TableRef
 from medallion.storage import list_names, read_text
 from medallion.streams.sinks import (
     BatchFactory,

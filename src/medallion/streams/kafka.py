@@ -13,7 +13,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from medallion.config import DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER, Config, ConfigError
+from medallion.config import Config
+from medallion.errors import ConfigError
+from medallion.source_options import DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER
 
 # The Kafka metadata columns every bronze row read from Kafka carries (NULL for file input).
 KAFKA_COLUMNS = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")

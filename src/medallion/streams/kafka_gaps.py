@@ -3,8 +3,8 @@
 A Kafka partition keeps its records for a while (retention), and an operator may delete
 records or delete and recreate a topic. When records a bronze stream has not read yet are gone,
 Spark's ``failOnDataLoss`` decides: by default (``KafkaSourceOptions.fail_on_data_loss``) the
-stream stops, and :func:`kafka_data_loss_hint` turns Spark's error into one line with the way
-out. ``--kafka-accept-data-loss`` reads what remains instead; :func:`record_kafka_gaps` then
+stream stops, and :func:`~medallion.streams.kafka_loss_hint.kafka_data_loss_hint` turns Spark's
+error into one line with the way out. ``--kafka-accept-data-loss`` reads what remains instead; :func:`record_kafka_gaps` then
 writes each lost range, per topic partition, to ``<lake>/_system/data_gaps`` (medallion/gaps.py).
 
 How a loss is found, cheaply and after the fact, for the batches committed since the last check
@@ -29,18 +29,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.declarations import Landing
-from medallion.gaps import Gap, checked_through, gaps_table, mark_checked, recorded_gaps
+from medallion.errors import failure_text
+from medallion.gaps import Gap, checked_through, mark_checked, recorded_gaps
 from medallion.gaps import record_gaps as append_gaps
+from medallion.sql_names import TableRef
 from medallion.storage import local_path
 from medallion.streams.checkpoint_files import committed_batch
+from medallion.streams.kafka_loss_hint import DATA_LOSS, gaps_location
 from medallion.tables import read_table, table_exists
 
 log = logging.getLogger(__name__)
@@ -63,93 +65,6 @@ def _bronze_of(stream: str) -> tuple[str, str] | None:
 # Present in a checkpoint while batches may have been read with failOnDataLoss=false and not
 # checked yet: a later run with the default still checks them.
 ACCEPTING_MARKER = "_medallion_kafka_accepting_data_loss"
-
-# Spark's data-loss failures (the KAFKA_DATA_LOSS error conditions of the Kafka connector).
-_DATA_LOSS = re.compile(r"KAFKA_DATA_LOSS|not available in Kafka any more")
-_UNREAD_RANGE = re.compile(
-    r"Could not read records in offset \[(\d+), (\d+)\) for topic partition (\S+)"
-)
-_WENT_BACK = re.compile(r"Partition (\S+) offset was changed from (\d+) to (\d+)")
-_START_RESET = re.compile(r"Starting offset for (\S+) was (\d+) but consumer reset to (\d+)")
-_ADDED = re.compile(r"Added partition (\S+) starts from (\d+) instead of 0")
-_DELETED = re.compile(r"Partitions (.+?) have been deleted")
-
-
-def failure_text(error: BaseException | str) -> str:
-    """All the text of a failure: its message, the JVM stack trace (with every ``Caused by``)
-    and its causes. Spark's data-loss error is often a cause: the Delta write fails with
-    ``TASK_WRITE_FAILED`` because the Kafka read under it did."""
-    if isinstance(error, str):
-        return error
-    parts: list[str] = []
-    seen: set[int] = set()
-    current: object = error
-    while isinstance(current, BaseException) and id(current) not in seen:
-        seen.add(id(current))
-        parts.append(str(current))
-        for name in ("_stackTrace", "_stacktrace"):  # classic and Spark Connect errors
-            trace = getattr(current, name, None)
-            if isinstance(trace, str):
-                parts.append(trace)
-        current = getattr(current, "_cause", None) or current.__cause__ or current.__context__
-    return "\n".join(parts)
-
-
-def kafka_data_loss_hint(error_text: str | BaseException, config: Config) -> str | None:
-    """One line for a stream that stopped because Kafka records it had not read are gone:
-    what happened and the ways out. None when the failure is something else.
-
-    Pass the failure itself (or :func:`failure_text` of it): the message alone of a failed
-    micro-batch names only the Delta write that failed, not the Kafka read under it.
-    """
-    if config.source != "kafka":
-        return None
-    text = failure_text(error_text)
-    if not _DATA_LOSS.search(text):
-        return None
-    if match := _UNREAD_RANGE.search(text):
-        start, end, partition = match.groups()
-        what = (
-            f"Kafka records of {partition} at offsets [{start}, {end}) were gone before they "
-            "were read (expired by retention, or deleted)"
-        )
-    elif match := _WENT_BACK.search(text):
-        partition, before, after = match.groups()
-        what = (
-            f"the offsets of Kafka partition {partition} went back from {before} to {after}: the "
-            "topic was deleted and recreated (or the partition truncated) before the stream read "
-            "the old records"
-        )
-    elif match := _START_RESET.search(text):
-        partition, start, _ = match.groups()
-        what = (
-            f"Kafka records of {partition} from offset {start} on were gone before they were "
-            "read (expired by retention, or deleted)"
-        )
-    elif match := _ADDED.search(text):
-        what = (
-            f"the first records of the new Kafka partition {match.group(1)} (below offset "
-            f"{match.group(2)}) were gone before they were read"
-        )
-    elif match := _DELETED.search(text):
-        what = f"Kafka partitions {match.group(1)} were deleted before the stream read them"
-    else:
-        what = (
-            "Kafka records the stream had not read yet are gone (expired by retention, deleted, "
-            "or the topic was recreated)"
-        )
-    return (
-        f"{what}. Nothing brings them back: run `medallion run --source kafka ... "
-        "--kafka-accept-data-loss` (job parameter kafka_fail_on_data_loss=false) to read what "
-        f"remains and record the lost offsets in {_where(config)}, or rebuild bronze and what "
-        f"is downstream from what the topic still holds with `medallion reset --lake "
-        f"{config.lake} --layer bronze` (docs/kafka.md, Records lost before they were read)"
-    )
-
-
-def _where(config: Config) -> str:
-    table = gaps_table(config)
-    return table.path if table.path is not None else table.qualified_name
 
 
 @dataclass(frozen=True)
@@ -333,7 +248,7 @@ def _gone_from_broker(
         return False, None
     except Exception as error:  # noqa: BLE001 - Py4J, Spark and Connect errors alike
         text = failure_text(error)
-        if _DATA_LOSS.search(text):
+        if DATA_LOSS.search(text):
             return True, None
         first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
         return True, f"{type(error).__name__}: {first[:200]}"
@@ -444,5 +359,5 @@ def _warn(config: Config, stream: str, gaps: list[Gap]) -> None:
         first.topic,
         first.kafka_partition,
         first.from_offset,
-        _where(config),
+        gaps_location(config),
     )

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 from pyspark.sql import SparkSession
 
-from medallion.config import TableRef
 from medallion.delta_log import commits_after, table_id
+from medallion.sql_names import TableRef
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import TableRef
 from medallion.delta_log import commits_after, committed_version, table_id
+from medallion.sql_names import TableRef
 from medallion.storage import local_path
 from medallion.streams.key_index_store import KeyIndexStore
 from medallion.tables import read_table

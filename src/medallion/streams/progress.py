@@ -26,7 +26,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryProgressEvent
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
+from medallion.sql_names import TableRef
 from medallion.tables import append_rows, create_delta_table, read_table, table_exists
 
 log = logging.getLogger(__name__)

@@ -13,13 +13,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.compaction import BackgroundCompactor, compact_fragmented
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.console import plural, step
 from medallion.declarations import landing_datasets
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
 from medallion.session import is_connect_session
+from medallion.sql_names import TableRef
 from medallion.storage import folder_exists
 from medallion.streams import fusion
 from medallion.streams.caught_up import has_read_everything

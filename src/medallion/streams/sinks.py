@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.conflicts import retry_on_conflict
+from medallion.sql_names import TableRef
 from medallion.storage import read_text
 from medallion.streams.checkpoints import discard_abandoned_writes
 from medallion.streams.sources import delta_stream

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import Config, DeltaSourceOptions, TableRef
+from medallion.config import Config
 from medallion.delta_log import commit_actions, committed_version
+from medallion.source_options import DeltaSourceOptions
+from medallion.sql_names import TableRef
 from medallion.streams import checkpoint_files
 from medallion.streams.kafka import reader_options, resolve_security_options
 

@@ -10,7 +10,7 @@ from medallion.config import Config
 from medallion.errors import PipelineError
 from medallion.streams.flows import Flow
 from medallion.streams.flows import flow as _flow
-from medallion.streams.kafka_gaps import kafka_data_loss_hint
+from medallion.streams.kafka_loss_hint import kafka_data_loss_hint
 from medallion.streams.missing_files import missing_file_hint
 from medallion.streams.table_schema import schema_mismatch_in
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType, StringType, StructType
 
-from medallion.config import TableRef
 from medallion.pipelines import declared_table
+from medallion.sql_names import TableRef
 from medallion.tables import read_table
 
 # Delta's error classes of a streaming source whose schema changed in a way the stream can pick

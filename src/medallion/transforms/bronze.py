@@ -5,7 +5,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from medallion.contracts import FieldRule, as_string, is_blank, json_field, parse_json_line
+from medallion.contracts import FieldRule
+from medallion.json_columns import as_string, is_blank, json_field, parse_json_line
 
 # Columns every bronze table carries after the parsed fields.
 METADATA_COLUMNS = ("_raw", "_source_file", "_ingested_at")

@@ -23,15 +23,14 @@ from medallion.contracts import (
     FieldRule,
     Stages,
     apply_validation,
-    as_string,
     built_once,
     field_missing,
     field_text,
     field_value,
-    json_field,
     record_reason,
     validation_stages,
 )
+from medallion.json_columns import as_string, json_field
 from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 
 CURRENCY_PATTERN = r"^[A-Z]{3}\z"

@@ -18,8 +18,9 @@ from decimal import Decimal
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from medallion.config import Config, ConfigError
-from medallion.contracts import MONEY_SUM_TYPE
+from medallion.config import Config
+from medallion.errors import ConfigError
+from medallion.json_columns import MONEY_SUM_TYPE
 from medallion.pipelines.banking.contract import TRANSACTION_COLUMNS
 from medallion.transforms.bronze import arrival_order
 from medallion.transforms.change_records import ChangeRecords

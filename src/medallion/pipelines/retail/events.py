@@ -30,7 +30,7 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.conflicts import retry_on_conflict
 from medallion.declarations import LAYERS
 from medallion.faults import pause_point
@@ -49,6 +49,7 @@ from medallion.pipelines.retail.transforms.silver import (
     valid_events,
     validate_events,
 )
+from medallion.sql_names import TableRef
 from medallion.streams.batch_tuning import BatchCache, SizeTuning, input_bytes
 from medallion.streams.exactly_once import BatchWrites, ReplayGuard
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys

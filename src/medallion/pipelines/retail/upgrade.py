@@ -12,10 +12,11 @@ import logging
 
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.config import Config, TableRef
+from medallion.config import Config
 from medallion.delta_log import commit_actions
 from medallion.errors import PipelineError
 from medallion.pipelines.retail.transforms.gold import hourly_user_keys
+from medallion.sql_names import TableRef
 from medallion.streams.checkpoint_files import DeltaPosition, delta_position
 from medallion.streams.sinks import append_batch
 from medallion.tables import holds_data, read_table

@@ -6,7 +6,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
-    MONEY_SUM_TYPE,
     Stages,
     apply_validation,
     built_once,
@@ -14,6 +13,7 @@ from medallion.contracts import (
     field_value,
     validation_stages,
 )
+from medallion.json_columns import MONEY_SUM_TYPE
 from medallion.pipelines.retail.contract import CUSTOMER_FIELDS, customer_reason
 from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 from medallion.transforms.change_records import ChangeRecords

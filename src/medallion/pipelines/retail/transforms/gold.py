@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from medallion.contracts import MONEY_SUM_TYPE
+from medallion.json_columns import MONEY_SUM_TYPE
 
 HOURLY_KEYS = ("window_start", "product_id")
 # One row of gold/hourly_product_users: a user counted in an hour's unique_users.

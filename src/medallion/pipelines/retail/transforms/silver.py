@@ -8,16 +8,14 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
-    MONEY_TYPE,
     Stages,
     apply_validation,
-    as_string,
     built_once,
     field_text,
     field_value,
-    json_field,
     validation_stages,
 )
+from medallion.json_columns import MONEY_TYPE, as_string, json_field
 from medallion.pipelines.retail.contract import EVENT_FIELDS, event_reason
 from medallion.transforms.bronze import (
     KAFKA_POSITION_COLUMNS,
