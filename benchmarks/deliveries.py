@@ -60,7 +60,6 @@ def _given_history(work: Path, lake: Path) -> Path:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     shutil.copytree(lake, root / "lake.base", symlinks=True)
-    (root / "lake").mkdir()
     return root
 
 
@@ -91,7 +90,7 @@ def main() -> None:
     ours, ceiling = [], []
     for _ in range(args.repeat):
         lake = root / "lake"
-        shutil.rmtree(lake)
+        shutil.rmtree(lake, ignore_errors=True)
         shutil.copytree(root / "lake.base", lake, symlinks=True)
         landed = _land(landing / "events", lines)
         try:

@@ -27,12 +27,13 @@ def restartable(error: BaseException | None) -> bool:
 
 
 def why_restart(error: BaseException | None) -> str:
+    """Why :func:`restartable` said yes, for the run's console line."""
     if is_restartable_schema_change(error):
         return "its source's schema changed"
     return "a concurrent commit changed a table's metadata under its write"
 
 
-def progress_stamp(query: StreamingQuery) -> str | None:
+def _progress_stamp(query: StreamingQuery) -> str | None:
     """The timestamp of the query's last reported trigger (None before the first)."""
     progress = query.lastProgress
     return progress.get("timestamp") if progress else None
@@ -46,9 +47,9 @@ def stop_after_batch(query: StreamingQuery, deadline: float) -> None:
     progress than when the stop began. A batch cut short by the deadline (or the next batch,
     started a moment before ``stop``) is safe too: it is replayed from the checkpoint.
     """
-    in_flight_since = progress_stamp(query)
+    in_flight_since = _progress_stamp(query)
     while query.isActive and time.monotonic() < deadline:
-        if not query.status.get("isTriggerActive") or progress_stamp(query) != in_flight_since:
+        if not query.status.get("isTriggerActive") or _progress_stamp(query) != in_flight_since:
             break
         time.sleep(0.05)
     query.stop()

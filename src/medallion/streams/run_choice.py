@@ -63,6 +63,7 @@ def _has_records(spark: SparkSession, config: Config, pipeline: Pipeline) -> boo
 
 
 def nothing_to_run(config: Config) -> RunReport:
+    """An empty report, after one warning that says where input was looked for."""
     datasets = landing_datasets(config.flows())
     if config.source == "kafka":
         where = f"records in its topics ({', '.join(config.kafka.topic(d) for d in datasets)})"
