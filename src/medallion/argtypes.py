@@ -7,6 +7,7 @@ import argparse
 import math
 import re
 from collections.abc import Callable
+from datetime import datetime, timezone
 
 
 def bounded(
@@ -78,6 +79,23 @@ def byte_size(text: str) -> str:
     if size is None or int(size.group(1)) == 0:
         raise argparse.ArgumentTypeError("use a positive size such as 1048576, 512m or 1g")
     return text
+
+
+def point_in_time(text: str) -> datetime:
+    """An ISO-8601 date or date and time, as UTC (a zone offset is converted, none is UTC).
+
+    >>> point_in_time("2026-11-28"), point_in_time("2026-11-28T10:30:00+01:00")
+    (datetime.datetime(2026, 11, 28, 0, 0), datetime.datetime(2026, 11, 28, 9, 30))
+    """
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "use an ISO-8601 date or time, such as 2026-11-28 or 2026-11-28T09:30:00Z"
+        ) from None
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value
 
 
 COUNT = bounded(int, 0)  # zero or more

@@ -1,5 +1,5 @@
-"""The operations subcommands of ``medallion``: ``maintain``, ``status``, ``reset`` and
-``pipelines``.
+"""The operations subcommands of ``medallion``: ``maintain``, ``status``, ``reset``,
+``quarantine`` and ``pipelines``.
 
 medallion/cli.py adds them with :func:`add_ops_parsers` and dispatches through
 :data:`OPS_COMMANDS`; docs/operations.md describes them.
@@ -13,7 +13,14 @@ import os
 import sys
 from dataclasses import asdict
 
-from medallion.argtypes import COUNT, HOURS, PORT, POSITIVE_MINUTES, POSITIVE_SECONDS
+from medallion.argtypes import (
+    COUNT,
+    HOURS,
+    PORT,
+    POSITIVE_MINUTES,
+    POSITIVE_SECONDS,
+    point_in_time,
+)
 from medallion.config import Config
 from medallion.console import error, show
 from medallion.declarations import LAYERS
@@ -21,7 +28,8 @@ from medallion.errors import ConfigError
 
 
 def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
-    """Add ``maintain``, ``status``, ``reset`` and ``pipelines`` to the ``medallion`` parser."""
+    """Add ``maintain``, ``status``, ``reset``, ``quarantine`` and ``pipelines`` to the
+    ``medallion`` parser."""
     from medallion.ops.maintain import DEFAULT_RETENTION_HOURS
 
     maintain = sub.add_parser(
@@ -94,6 +102,27 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
     reset.add_argument("--table", help="only this table of the layer (and what is downstream)")
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_pipeline_argument(reset)
+
+    quarantine = sub.add_parser(
+        "quarantine",
+        help="what the quarantines hold (summary)",
+        epilog="example:\n  medallion quarantine summary --lake build/demo/lake",
+    )
+    actions = quarantine.add_subparsers(dest="action", required=True, metavar="ACTION")
+    summary = actions.add_parser(
+        "summary",
+        help="records of each quarantine by reason and by day of ingestion",
+        epilog="example:\n  medallion quarantine summary --lake build/demo/lake --since 2026-11-01",
+    )
+    add_lake_argument(summary)
+    add_pipeline_argument(summary)
+    summary.add_argument(
+        "--since",
+        type=point_in_time,
+        metavar="TIME",
+        help="count records ingested at or after TIME (ISO-8601, UTC unless it has a zone)",
+    )
+    add_output_argument(summary)
 
     add_doctor_and_shell(sub)
     listing = sub.add_parser(
@@ -316,6 +345,20 @@ def cmd_reset(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quarantine(args: argparse.Namespace) -> int:
+    from medallion.ops.quarantine import quarantine_summary, render_summary
+    from medallion.session import get_spark
+    from medallion.tables import in_lake
+
+    spark = get_spark()
+    summaries = quarantine_summary(spark, in_lake(spark, lake_config(args)), args.since)
+    if args.output == "json":
+        print_json([s.as_json() for s in summaries])
+    else:
+        show(render_summary(summaries))
+    return 0
+
+
 def cmd_pipelines(args: argparse.Namespace) -> int:
     from medallion.ops.lineage import mermaid
     from medallion.pipelines import pipelines
@@ -340,5 +383,6 @@ OPS_COMMANDS = {
     "maintain": cmd_maintain,
     "status": cmd_status,
     "reset": cmd_reset,
+    "quarantine": cmd_quarantine,
     "pipelines": cmd_pipelines,
 }
