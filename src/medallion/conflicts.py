@@ -15,49 +15,21 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from medallion.errors import is_failure
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Error classes and exception names of Delta's retryable write conflicts. Metadata and
-# protocol changes are not among them: a schema change is never retried blindly.
-_CONFLICTS = (
-    "DELTA_CONCURRENT_APPEND",
-    "DELTA_CONCURRENT_DELETE_READ",
-    "DELTA_CONCURRENT_DELETE_DELETE",
-    "DELTA_CONCURRENT_TRANSACTION",
-    "DELTA_CONCURRENT_WRITE",
-    "ConcurrentAppendException",
-    "ConcurrentDeleteReadException",
-    "ConcurrentDeleteDeleteException",
-    "ConcurrentTransactionException",
-    "ConcurrentWriteException",
-)
-
-
-# A concurrent commit changed the table's metadata (``ALTER TABLE ... SET TBLPROPERTIES``, a
-# new column) or protocol under a write. The write is not retried in place: the stream's query
-# is restarted, so its batch is replayed from the checkpoint, schema check included.
-_METADATA_CHANGES = (
-    "DELTA_METADATA_CHANGED",
-    "DELTA_PROTOCOL_CHANGED",
-    "MetadataChangedException",
-    "ProtocolChangedException",
-)
-
 
 def is_concurrent_metadata_change(error: BaseException | None) -> bool:
     """True when a write failed because a concurrent commit changed metadata or protocol."""
-    if error is None:
-        return False
-    text = f"{type(error).__name__}: {getattr(error, 'desc', '') or error}"
-    return any(marker in text for marker in _METADATA_CHANGES)
+    return is_failure(error, "metadata changed")
 
 
 def is_write_conflict(error: BaseException) -> bool:
     """True when ``error`` is one of Delta's retryable concurrent-write conflicts."""
-    text = f"{type(error).__name__}: {getattr(error, 'desc', '') or error}"
-    return any(marker in text for marker in _CONFLICTS)
+    return is_failure(error, "write conflict")
 
 
 MAX_ATTEMPTS = 10

@@ -36,13 +36,13 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.declarations import Landing
-from medallion.errors import failure_text
+from medallion.errors import is_failure
 from medallion.gaps import Gap, checked_through, mark_checked, recorded_gaps
 from medallion.gaps import record_gaps as append_gaps
 from medallion.sql_names import TableRef
 from medallion.storage import local_path
 from medallion.streams.checkpoint_files import committed_batch
-from medallion.streams.kafka_loss_hint import DATA_LOSS, gaps_location
+from medallion.streams.kafka_loss_hint import gaps_location
 from medallion.tables import read_table, table_exists
 
 log = logging.getLogger(__name__)
@@ -247,8 +247,7 @@ def _gone_from_broker(
         ).select("offset").collect()
         return False, None
     except Exception as error:  # noqa: BLE001 - Py4J, Spark and Connect errors alike
-        text = failure_text(error)
-        if DATA_LOSS.search(text):
+        if is_failure(error, "kafka data loss"):
             return True, None
         first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
         return True, f"{type(error).__name__}: {first[:200]}"

@@ -6,11 +6,9 @@ from __future__ import annotations
 import re
 
 from medallion.config import Config
-from medallion.errors import failure_text
+from medallion.errors import failure_text, is_failure
 from medallion.gaps import gaps_table
 
-# Spark's data-loss failures (the KAFKA_DATA_LOSS error conditions of the Kafka connector).
-DATA_LOSS = re.compile(r"KAFKA_DATA_LOSS|not available in Kafka any more")
 _UNREAD_RANGE = re.compile(
     r"Could not read records in offset \[(\d+), (\d+)\) for topic partition (\S+)"
 )
@@ -30,7 +28,7 @@ def kafka_data_loss_hint(error_text: str | BaseException, config: Config) -> str
     if config.source != "kafka":
         return None
     text = failure_text(error_text)
-    if not DATA_LOSS.search(text):
+    if not is_failure(text, "kafka data loss"):
         return None
     if match := _UNREAD_RANGE.search(text):
         start, end, partition = match.groups()

@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.errors import is_failure
 from medallion.gaps import Gap, checked_through, gaps_table, mark_checked, record_gaps
 from medallion.storage import local_path as local_folder
 from medallion.streams.checkpoint_files import (
@@ -76,7 +77,7 @@ def missing_files_refusal(config: Config, stream: str, reads: str) -> str | None
 
 def missing_file_hint(text: str) -> str | None:
     """The way out, for a stream that failed because a listed file vanished while it read."""
-    if "FILE_NOT_EXIST" not in text and "FileNotFoundException" not in text:
+    if not is_failure(text, "file missing"):
         return None
     return (
         "a landed file was deleted after the stream listed it: put it back and run again, or "

@@ -7,15 +7,12 @@ import logging
 import re
 
 from medallion.config import Config
-from medallion.errors import PipelineError
+from medallion.errors import PipelineError, is_failure
 from medallion.streams.flows import Flow
 from medallion.streams.flows import flow as _flow
 from medallion.streams.kafka_loss_hint import kafka_data_loss_hint
 from medallion.streams.missing_files import missing_file_hint
 from medallion.streams.table_schema import schema_mismatch_in
-
-# What a batch cut short by StreamingQuery.stop() raises inside its foreachBatch.
-_STOP_INTERRUPTIONS = ("java.lang.InterruptedException", "cancelled part of cancelled job group")
 
 
 class _InterruptedBatchNote(logging.Filter):
@@ -24,7 +21,7 @@ class _InterruptedBatchNote(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if error is not None and any(text in str(error) for text in _STOP_INTERRUPTIONS):
+        if error is not None and is_failure(str(error), "stopped mid-batch"):
             record.msg, record.args, record.exc_info, record.exc_text = (
                 "a batch in flight was interrupted by the stop; its stream replays it from "
                 "the checkpoint when it next starts",

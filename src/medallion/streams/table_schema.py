@@ -19,17 +19,10 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType, StringType, StructType
 
+from medallion.errors import is_failure
 from medallion.pipelines import declared_table
 from medallion.sql_names import TableRef
 from medallion.tables import read_table
-
-# Delta's error classes of a streaming source whose schema changed in a way the stream can pick
-# up by restarting (a column added upstream); any other change repeats after a restart.
-RESTARTABLE_SCHEMA_CHANGES = (
-    "DELTA_SCHEMA_CHANGED_WITH_VERSION",
-    "DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS",
-    "DELTA_SCHEMA_CHANGED]",
-)
 
 
 class SchemaMismatchError(RuntimeError):
@@ -38,10 +31,7 @@ class SchemaMismatchError(RuntimeError):
 
 def is_restartable_schema_change(error: BaseException | None) -> bool:
     """True when a stream failed because its Delta source gained columns (restart picks them up)."""
-    if error is None:
-        return False
-    text = f"{getattr(error, 'desc', '') or error}"
-    return any(marker in text for marker in RESTARTABLE_SCHEMA_CHANGES)
+    return is_failure(error, "source schema changed")
 
 
 @dataclass(frozen=True)
