@@ -31,6 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from medallion.config import Config
+from medallion.local_fs import file_system_jar
+from medallion.pipelines import generate_input
+from medallion.session import get_spark
+
 log = logging.getLogger(__name__)
 
 FOLDER_VARIABLE = "MEDALLION_CLASS_ARCHIVES"
@@ -64,12 +69,12 @@ def _identity(path: Path) -> list:
 def archive_path() -> Path | None:
     """The archive for this machine's Java and Spark class path (existing or not); None when
     archives are off or there is no Java."""
+    # deferred: loads pyspark
     import pyspark
 
     where, java = folder(), _java()
     if where is None or java is None:
         return None
-    from medallion.local_fs import file_system_jar
 
     jars = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("*.jar"))
     # A local session's class path starts with medallion's file system, when there is one.
@@ -129,11 +134,9 @@ def build(timeout: float = 900) -> Path | None:
 def _train() -> None:
     """The training run: every pipeline on a little generated input, then the JVM shuts down
     (closing its stdin ends pyspark's gateway) and writes the archive before it exits."""
+    # deferred: loads pyspark, rich
     from pyspark import SparkContext
 
-    from medallion.config import Config
-    from medallion.pipelines import generate_input
-    from medallion.session import get_spark
     from medallion.streams.runner import run_available_now
 
     started = time.monotonic()

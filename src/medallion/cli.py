@@ -8,14 +8,24 @@ import os
 import sys
 from collections.abc import Sequence
 
-from medallion import console
+from medallion import __version__, console
 from medallion.argtypes import AT_LEAST_ONE, COUNT, POSITIVE_SECONDS, SHARE
+from medallion.bundle.cli import add_job_parser, cmd_job
 from medallion.config import Config
 from medallion.data_commands import cmd_changes, cmd_generate, cmd_show
 from medallion.declarations import LAYERS
 from medallion.errors import ConfigError, PipelineError
-from medallion.ops.cli import add_output_argument, add_pipeline_argument
+from medallion.ops.cli import (
+    OPS_COMMANDS,
+    add_lake_argument,
+    add_landing_argument,
+    add_ops_parsers,
+    add_output_argument,
+    add_pipeline_argument,
+)
+from medallion.pipelines import all_datasets
 from medallion.run_command import add_delta_source_arguments, cmd_run
+from medallion.session import jvm_log
 from medallion.task_params import TOPIC_SUFFIX
 
 log = logging.getLogger("medallion")
@@ -53,10 +63,6 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    from medallion import __version__
-    from medallion.ops.cli import add_lake_argument, add_landing_argument
-    from medallion.pipelines import all_datasets
-
     parser = argparse.ArgumentParser(
         prog="medallion", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=_Help
     )
@@ -225,10 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pipeline_argument(show)
     add_output_argument(show)
 
-    from medallion.bundle.cli import add_job_parser
-
     add_job_parser(sub)  # medallion job list | run: the bundle's jobs (docs/bundle.md)
-    from medallion.ops.cli import add_ops_parsers
 
     add_ops_parsers(sub)  # maintain | status | reset | pipelines (docs/operations.md)
     _everywhere(parser)
@@ -260,8 +263,6 @@ def _everywhere(parser: argparse.ArgumentParser, inherited: Sequence[argparse.Ac
 
 
 def _cmd_job(args: argparse.Namespace) -> int:
-    from medallion.bundle.cli import cmd_job
-
     return cmd_job(args)
 
 
@@ -276,8 +277,6 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``medallion`` console script; returns the exit code."""
-    from medallion.ops.cli import OPS_COMMANDS
-
     COMMANDS.update(OPS_COMMANDS)
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
@@ -294,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.error(f"medallion {args.command}: error: {error}")
         return 2
     except Exception as error:  # noqa: BLE001 - the top level turns any failure into a message
+        # deferred: loads pyspark
         from medallion.streams.stream_errors import error_summary  # deferred: it imports pyspark
 
         if args.verbose or not isinstance(error, PipelineError):
@@ -303,7 +303,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             if isinstance(error, PipelineError)
             else f"{type(error).__name__}: {error_summary(error)}"
         )
-        from medallion.session import jvm_log
 
         where = f" (the JVM's log: {jvm_log()})" if jvm_log() is not None else ""
         console.error(f"medallion {args.command}: failed: {message}{where}")

@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
 from medallion.errors import ConfigError
+from medallion.pipelines import declared_setting, declared_table, pipelines
 from medallion.source_options import (
     DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER,
     DeltaSourceOptions,
@@ -173,16 +174,12 @@ class Config:
         return self.carried_columns.get(key, ())
 
     def _declared_table(self, key: str) -> Table:
-        from medallion.pipelines import declared_table
-
         try:
             return declared_table(key)
         except KeyError as error:
             raise ConfigError(str(error.args[0])) from None
 
     def _declared_setting(self, name: str) -> Setting:
-        from medallion.pipelines import declared_setting
-
         try:
             return declared_setting(name)
         except KeyError as error:
@@ -239,8 +236,6 @@ class Config:
 
     def declared_pipelines(self) -> list[Pipeline]:
         """The pipelines this Config covers; :class:`ConfigError` for an unknown name."""
-        from medallion.pipelines import pipelines
-
         try:
             return pipelines(self.pipelines)
         except KeyError as error:

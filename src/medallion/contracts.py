@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TypeVar
 
+from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -184,8 +185,6 @@ T = TypeVar("T")
 def _jvm_identity() -> int:
     """Which JVM the Columns built now belong to (one value over Spark Connect, whose Columns
     hold no JVM object)."""
-    from pyspark import SparkContext
-
     return id(SparkContext._active_spark_context)
 
 

@@ -188,6 +188,7 @@ def _plain(value: object) -> object:
 def query_views(lake: str, views: tuple[View, ...]) -> dict[str, list[dict[str, Any]]]:
     """Each view's rows over the Delta tables under ``lake``, read with delta-rs and queried
     with DuckDB. A view whose tables are not all there yet has no rows."""
+    # deferred: loads duckdb
     import duckdb
     from deltalake import DeltaTable
 
@@ -216,6 +217,7 @@ def query_views(lake: str, views: tuple[View, ...]) -> dict[str, list[dict[str, 
 
 def _lake_table(lake: str, key: str) -> TableRef:
     """The table of ``key`` (a declared table or the progress table) in the lake at ``lake``."""
+    # deferred: loads pyspark
     from medallion.streams.progress import lake_table
 
     return lake_table(Config(landing=lake, lake=lake), key)

@@ -6,18 +6,18 @@ import argparse
 from collections.abc import Sequence
 
 from medallion import console
+from medallion.bundle.workspace import generate_to_volume, needs_files_api
 from medallion.config import Config
 from medallion.console import plural
 from medallion.errors import ConfigError
+from medallion.generate import FaultRates
 from medallion.ops.cli import lake_config, print_json
+from medallion.pipelines import all_datasets, declared_table, generate_input
+from medallion.session import get_spark
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """``medallion generate``: input files with faults, for the chosen pipelines."""
-    from medallion.bundle.workspace import generate_to_volume, needs_files_api
-    from medallion.generate import FaultRates
-    from medallion.pipelines import all_datasets, generate_input
-
     faults = FaultRates(
         duplicate=args.duplicate_rate,
         late=args.late_rate,
@@ -46,8 +46,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_changes(args: argparse.Namespace) -> int:
     """``medallion changes``: a table's change data feed, between versions or times."""
+    # deferred: loads pyspark
     from medallion.changes import read_changes
-    from medallion.session import get_spark
 
     config = lake_config(args)
     feeds = [t.key for p in config.declared_pipelines() for t in p.tables if t.change_data_feed]
@@ -75,6 +75,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
 def _only_change_feed(spark: object, config: Config, keys: Sequence[str]) -> str:
     """The one table of ``keys`` (tables with a change data feed), preferring those the lake
     holds; :class:`ConfigError` when that leaves none or several."""
+    # deferred: loads pyspark
     from medallion.tables import table_exists
 
     held = [k for k in keys if table_exists(spark, config.table(k))] if len(keys) > 1 else keys
@@ -88,9 +89,8 @@ def _only_change_feed(spark: object, config: Config, keys: Sequence[str]) -> str
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``medallion show``: the first rows of a layer's tables, and how many they hold."""
+    # deferred: loads pyspark
     from medallion.explore import display_order
-    from medallion.pipelines import declared_table
-    from medallion.session import get_spark
     from medallion.tables import read_table, table_exists
 
     config = lake_config(args)

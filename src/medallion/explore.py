@@ -16,7 +16,10 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.declarations import Table
+from medallion.ops.status import backlog_count
+from medallion.pipelines import declared_table
 from medallion.sql_names import TableRef
+from medallion.streams.progress import read_progress
 from medallion.tables import history as table_history
 from medallion.tables import read_table, table_exists
 
@@ -154,8 +157,6 @@ def stream_progress(spark: SparkSession, config: Config) -> DataFrame | None:
 def stream_health(spark: SparkSession, config: Config) -> DataFrame | None:
     """Each executed batch of each stream, from the progress table: when, rows in, rows per
     second processed, and the batch's duration in seconds (None before any was recorded)."""
-    from medallion.streams.progress import read_progress
-
     progress = read_progress(spark, config)
     if progress is None:
         return None
@@ -173,8 +174,6 @@ def stream_health(spark: SparkSession, config: Config) -> DataFrame | None:
 def quarantine_reasons(spark: SparkSession, config: Config) -> DataFrame | None:
     """How many records each quarantine holds by reason (the reason's text up to its first
     colon, so values quoted after it do not split a reason); None without a quarantine."""
-    from medallion.pipelines import declared_table
-
     frames = [
         read_table(spark, table).select(
             F.lit(table.key).alias("quarantine"),
@@ -192,8 +191,6 @@ def quarantine_reasons(spark: SparkSession, config: Config) -> DataFrame | None:
 def stream_backlog(spark: SparkSession, config: Config) -> list[tuple[str, int, str]]:
     """What each started stream has not read yet, now: ``(stream, count, "file" or
     "version")``, from its checkpoint (Kafka streams report theirs in their progress)."""
-    from medallion.ops.status import backlog_count
-
     found = ((flow.name, backlog_count(spark, config, flow)) for flow in config.flows())
     return [(name, *count) for name, count in found if count is not None]
 
@@ -201,6 +198,7 @@ def stream_backlog(spark: SparkSession, config: Config) -> list[tuple[str, int, 
 def plot_stream_health(spark: SparkSession, config: Config):
     """Rows per second and batch seconds of every stream over time, and each stream's
     backlog now (matplotlib), or None before any batch was recorded."""
+    # deferred: loads matplotlib, numpy
     import matplotlib.pyplot as plt
 
     health = stream_health(spark, config)
@@ -226,6 +224,7 @@ def plot_stream_health(spark: SparkSession, config: Config):
 
 def plot_quarantine_reasons(spark: SparkSession, config: Config):
     """A horizontal bar per quarantine reason (matplotlib), or None without a quarantine."""
+    # deferred: loads matplotlib, numpy
     import matplotlib.pyplot as plt
 
     reasons = quarantine_reasons(spark, config)

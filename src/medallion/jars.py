@@ -42,6 +42,7 @@ def cache_root() -> Path:
 def cache_folder(packages: Sequence[str], repositories: Sequence[str] = ()) -> Path:
     """The folder of one set of packages: named after the first, keyed by all of them, their
     repositories and the Spark version."""
+    # deferred: loads pyspark
     from pyspark import __version__ as spark_version
 
     identity = {"packages": list(packages), "repositories": list(repositories)}

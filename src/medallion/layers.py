@@ -31,7 +31,9 @@ from medallion.config import Config
 from medallion.console import plain
 from medallion.declarations import landing_datasets
 from medallion.errors import ConfigError
-from medallion.session import is_connect_session
+from medallion.ops.maintain import maintain as maintain_tables
+from medallion.ops.maintain import render
+from medallion.session import get_spark, is_connect_session, packages_for, session_kind
 from medallion.sql_names import quote_identifier
 from medallion.streams.flows import Flow, all_flows, fusion_head
 from medallion.streams.run_report import RunReport, TableSummary
@@ -102,7 +104,6 @@ def prepare_storage(
     for volume in dict.fromkeys(v for v in map(volume_of, paths) if v is not None):
         spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(*volume[:2])}")
         spark.sql(f"CREATE VOLUME IF NOT EXISTS {quote_identifier(*volume)}")
-    from medallion.session import session_kind
 
     # A local folder, or a volume through its FUSE mount on a Databricks cluster.
     local_files = volume_of(config.landing) is None or session_kind() == "databricks"
@@ -188,8 +189,6 @@ def combine_reports(reports: Sequence[RunReport]) -> RunReport:
 
 def run_task(params: TaskParams, layer: str | None, spark: SparkSession | None = None) -> RunReport:
     """Run what one task asks for: ``params.flows`` or, when empty, every flow of ``layer``."""
-    from medallion.session import get_spark, packages_for
-
     config = params.config()
     flows = select_flows(layer, params.flow_names, config.flows())
     spark = spark or get_spark(packages=packages_for(config))
@@ -204,9 +203,6 @@ def maintain(spark: SparkSession, config: Config, vacuum_retention_hours: float 
     retention that could delete files a stopped or lagging stream still needs
     (docs/operations.md). Returns the lines of its summary (files before/after per table).
     """
-    from medallion.ops.maintain import maintain as maintain_tables
-    from medallion.ops.maintain import render
-
     prepare_storage(spark, config)
     results = maintain_tables(spark, config, vacuum_retention_hours=vacuum_retention_hours)
     return plain(render(results)).splitlines()
@@ -214,8 +210,6 @@ def maintain(spark: SparkSession, config: Config, vacuum_retention_hours: float 
 
 def maintain_task(params: TaskParams, vacuum_retention_hours: str = "168") -> list[str]:
     """The maintenance task: :func:`maintain` on the tables ``params`` describe."""
-    from medallion.session import get_spark
-
     try:
         hours = float(vacuum_retention_hours)
     except ValueError:

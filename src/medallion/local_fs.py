@@ -30,6 +30,7 @@ FILE_SYSTEM_CLASS = "medallion.fs.NioLocalFileSystem"
 
 
 def _hadoop_api_jar() -> Path | None:
+    # deferred: loads pyspark
     import pyspark
 
     jars = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("hadoop-client-api-*.jar"))

@@ -20,6 +20,8 @@ from medallion.config import Config, parse_settings
 from medallion.console import step
 from medallion.errors import ConfigError
 from medallion.ops.cli import print_json
+from medallion.pipelines import all_datasets, pipelines
+from medallion.session import get_spark, packages_for
 from medallion.source_options import DeltaSourceOptions, KafkaSourceOptions
 from medallion.task_params import TOPIC_SUFFIX
 
@@ -97,8 +99,6 @@ def carried_columns(
 ) -> dict[str, list[str]]:
     """The fields ``--carry-column [TABLE:]NAME`` carries, by table key; without a table, into
     the one table of the pipelines run that takes carried columns."""
-    from medallion.pipelines import pipelines
-
     carried: dict[str, list[str]] = {}
     for argument in arguments:
         key, _, name = argument.rpartition(":")
@@ -120,8 +120,6 @@ def carried_columns(
 
 def topic_arguments(args: argparse.Namespace) -> dict[str, str]:
     """The topics ``--<dataset>-topic`` names, by dataset."""
-    from medallion.pipelines import all_datasets
-
     return {dataset: getattr(args, f"{dataset}{TOPIC_SUFFIX}") for dataset in all_datasets()}
 
 
@@ -148,7 +146,7 @@ def _install_interrupt_handler(interrupt: threading.Event) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``medallion run``: the Config its arguments make, run available now or as a stream."""
-    from medallion.session import get_spark, packages_for
+    # deferred: loads pyspark
     from medallion.streams.runner import run_available_now, run_streaming
 
     if args.source == "files" and not args.landing:
@@ -202,6 +200,7 @@ def _live_table(
     if args.no_live or args.verbose or not sys.stderr.isatty():
         yield None
         return
+    # deferred: loads pyspark
     from medallion.ops.status import backlog
     from medallion.streams.live import LiveStreams
 

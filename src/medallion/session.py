@@ -14,6 +14,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from medallion.jars import cache_root, cached_jars, store_jars
+from medallion.local_fs import local_file_system_conf
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -94,6 +97,7 @@ def _running_on_databricks() -> bool:
 
 def _databricks_connect_configured() -> bool:
     try:
+        # deferred: only in databricks-connect's own environment
         import databricks.connect  # noqa: F401
     except ImportError:
         return False
@@ -173,9 +177,8 @@ def local_conf(
     from the jar cache when it holds them (``spark.jars``, medallion/jars.py), else resolved
     from Maven Central (``spark.jars.packages``).
     """
+    # deferred: a cycle (class_archive -> session -> class_archive)
     from medallion import class_archive
-    from medallion.jars import cached_jars
-    from medallion.local_fs import local_file_system_conf
 
     resolved = local_packages(packages)
     repositories = _repositories(resolved)
@@ -210,6 +213,7 @@ def local_builder(
     packages: Sequence[str] = (),
 ):
     """A SparkSession builder with :func:`local_conf`'s settings."""
+    # deferred: loads pyspark
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
@@ -235,12 +239,14 @@ def get_spark(
     ``packages`` (see :func:`packages_for`) only matter for a new local session: Databricks
     runtimes ship the Kafka connector, and a running JVM cannot load more packages.
     """
+    # deferred: loads pyspark
     from pyspark.sql import SparkSession
 
     kind = session_kind()
     if kind == "databricks":
         return SparkSession.builder.getOrCreate()
     if kind == "databricks-connect":
+        # deferred: only in databricks-connect's own environment
         from databricks.connect import DatabricksSession
 
         return DatabricksSession.builder.getOrCreate()
@@ -274,8 +280,6 @@ _DOWNLOAD_MEGABYTES = {DELTA_MAVEN_PACKAGE: 89, KAFKA_MAVEN_PACKAGE: 12}
 
 
 def _download_line(packages: Sequence[str]) -> str:
-    from medallion.jars import cache_root
-
     known = [_DOWNLOAD_MEGABYTES[p] for p in packages if p in _DOWNLOAD_MEGABYTES]
     size = f"about {sum(known)} MB" if len(known) == len(packages) else "size unknown"
     return (
@@ -286,8 +290,6 @@ def _download_line(packages: Sequence[str]) -> str:
 
 def _cache_resolved_jars(spark: SparkSession, conf: dict[str, str]) -> None:
     """Keep the jars Ivy resolved for this session, so later sessions load them directly."""
-    from medallion.jars import store_jars
-
     resolved = [j for j in spark.sparkContext.getConf().get("spark.jars", "").split(",") if j]
     packages = conf["spark.jars.packages"].split(",")
     repositories = [r for r in conf.get("spark.jars.repositories", "").split(",") if r]
@@ -318,6 +320,7 @@ def _start_local(conf: dict[str, str]) -> SparkSession:
     """Start the local JVM with ``conf``, its stdout and stderr in a new log file (the latest
     ones are kept) unless ``MEDALLION_VERBOSE`` is set, then the session on it."""
     global _jvm_log
+    # deferred: loads pyspark
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession

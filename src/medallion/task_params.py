@@ -8,12 +8,16 @@ are paths under ``lake``.
 
 from __future__ import annotations
 
+import getpass
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
+from medallion.bundle.resolve import Bundle, BundleError
 from medallion.config import Config, parse_pairs, parse_settings
 from medallion.errors import ConfigError
+from medallion.pipelines import all_datasets
+from medallion.session import session_kind
 from medallion.source_options import KafkaSourceOptions
 
 TRIGGERS = ("available_now", "processing_time")
@@ -162,7 +166,6 @@ def resolve_file_source(choice: str = "auto") -> str:
     """
     if choice != "auto":
         return choice
-    from medallion.session import session_kind
 
     return "autoloader" if session_kind() in ("databricks", "databricks-connect") else "files"
 
@@ -178,8 +181,6 @@ def notebook_params(namespace: Mapping[str, object]) -> TaskParams:
     the task's parameter, when a job runs the notebook) wins. So every notebook takes every
     parameter, and its parameters cell only holds what differs on a laptop.
     """
-    from medallion.pipelines import all_datasets
-
     names = [f.name for f in fields(TaskParams)]
     names += [f"{dataset}{TOPIC_SUFFIX}" for dataset in all_datasets()]
     defaults = {name: namespace.get(name, _default(name)) for name in names}
@@ -200,8 +201,6 @@ def workspace_defaults(dbutils: object) -> dict[str, str]:
     """The dev target's catalog, schema, volumes and file source for the user running the
     notebook, read from the deployed bundle (``databricks.yml`` above the notebook); empty when
     no bundle is found."""
-    from medallion.bundle.resolve import Bundle, BundleError
-
     try:
         resolve = Bundle().resolver(HAND_RUN_TARGET, user_name=_user_name(dbutils))
         return {name: str(resolve(f"${{var.{name}}}", name)) for name in PLACES}
@@ -211,8 +210,6 @@ def workspace_defaults(dbutils: object) -> dict[str, str]:
 
 def _user_name(dbutils: object) -> str:
     """The workspace user running the notebook."""
-    import getpass
-
     try:
         context = dbutils.notebook.entry_point.getDbutils().notebook().getContext()  # type: ignore[attr-defined]
         return str(context.userName().get())

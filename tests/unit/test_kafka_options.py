@@ -272,7 +272,7 @@ def test_data_loss_stops_the_stream_unless_accepted_and_the_choice_reaches_spark
     with pytest.raises(ConfigError, match="may not set"):
         reader_options(accepting, "events", {"failOnDataLoss": "true"})
 
-    import medallion.session
+    import medallion.run_command
 
     seen: list[Config] = []
 
@@ -283,7 +283,7 @@ def test_data_loss_stops_the_stream_unless_accepted_and_the_choice_reaches_spark
         seen.append(config)
         raise Stop
 
-    monkeypatch.setattr(medallion.session, "packages_for", capture)
+    monkeypatch.setattr(medallion.run_command, "packages_for", capture)
     run = ["run", "--source", "kafka", "--kafka-bootstrap", "127.0.0.1:9", "--lake", "/tmp/x"]
     for extra, expected in (([], True), (["--kafka-accept-data-loss"], False)):
         assert main([*run, *extra]) != 0  # stopped before Spark starts

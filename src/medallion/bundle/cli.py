@@ -12,6 +12,7 @@ from pathlib import Path
 from medallion import console
 from medallion.bundle.local_run import JobFailed, run_job_locally
 from medallion.bundle.resolve import LOCAL_TARGET, Bundle, BundleError
+from medallion.bundle.workspace import find_job_id, run_job, workspace_client
 from medallion.ops.cli import LAKE_VARIABLE, LANDING_VARIABLE, add_output_argument, print_json
 
 
@@ -105,8 +106,6 @@ def cmd_job(args: argparse.Namespace) -> int:
 
 
 def _run_deployed(bundle: Bundle, args: argparse.Namespace, variables, params) -> int:
-    from medallion.bundle.workspace import find_job_id, run_job, workspace_client
-
     client = workspace_client(args.profile)
     job_id = args.job_id
     if job_id is None:

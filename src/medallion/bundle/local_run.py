@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -57,6 +58,7 @@ def run_job_locally(
     Databricks; the others still run. ``kernels`` (a :class:`~medallion.bundle.notebooks.Kernels`)
     lets several runs share kernels; by default each run starts and stops its own.
     """
+    # deferred: loads nbformat, jupyter_client
     from medallion.bundle.notebooks import Kernels
 
     params = dict(params or {})
@@ -106,6 +108,7 @@ def _entry_point_notebook(task: Task, folder: Path) -> Path:
     """A one-cell notebook that calls a wheel task's entry point with its parameters, as
     Databricks does (``--name=value`` arguments): the task then runs in a kernel like the
     notebook tasks, sharing the job cluster's session."""
+    # deferred: loads nbformat
     import nbformat
 
     call = (
@@ -123,8 +126,7 @@ def _entry_point_notebook(task: Task, folder: Path) -> Path:
 
 
 def _run_task(job, task, params, pool, output_dir, timeout, kernel_key=None) -> TaskRun:
-    import tempfile
-
+    # deferred: loads nbformat, jupyter_client
     from medallion.bundle.notebooks import execute_notebook
 
     output = Path(output_dir) / f"{task.key}.ipynb" if output_dir else None
@@ -171,6 +173,7 @@ def _run_in_order(job, order, params, pool, output_dir, echo, timeout) -> list[T
 
 def _run_side_by_side(job, order, params, pool, output_dir, echo) -> list[TaskRun]:
     """Every task at once, each on its own kernel, until SIGINT or SIGTERM interrupts them."""
+    # deferred: loads nbformat, jupyter_client
     from medallion.bundle.notebooks import Kernels
 
     kernels = Kernels(pool.kernel_name, pool.env, log_path=pool.log_path)

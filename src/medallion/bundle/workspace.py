@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from medallion.errors import ConfigError
+from medallion.pipelines import generate_input
 
 VOLUMES_PREFIX = "/Volumes/"
 TERMINAL_STATES = {"TERMINATED", "SKIPPED", "INTERNAL_ERROR"}
@@ -38,6 +39,7 @@ def needs_files_api(path: str) -> bool:
 def workspace_client(profile: str | None = None):
     """A ``WorkspaceClient`` from the SDK's unified authentication (optionally a profile)."""
     try:
+        # deferred: loads databricks.sdk
         from databricks.sdk import WorkspaceClient
     except ImportError:
         raise ConfigError(
@@ -55,6 +57,7 @@ def upload_folder(client, local: str | Path, remote: str, overwrite: bool = True
     """
     if not is_volume_path(remote):
         raise ConfigError(f"not a volume path: {remote!r} (use /Volumes/<catalog>/<schema>/...)")
+    # deferred: loads databricks.sdk
     from databricks.sdk.errors import NotFound
 
     local = Path(local)
@@ -87,8 +90,6 @@ def generate_to_volume(
     ``client`` defaults to :func:`workspace_client`. The files are written to a local temporary folder, then uploaded with the Files API.
     Returns the remote paths per dataset.
     """
-    from medallion.pipelines import generate_input
-
     client = client or workspace_client()
     with tempfile.TemporaryDirectory(prefix="medallion-landing-") as folder:
         written = generate_input(folder, pipelines, **generate_args)

@@ -25,11 +25,17 @@ from medallion.config import Config
 from medallion.console import error, show
 from medallion.declarations import LAYERS
 from medallion.errors import ConfigError
+from medallion.ops.dashboard import serve
+from medallion.ops.doctor import render, run_checks
+from medallion.ops.lineage import mermaid
+from medallion.pipelines import pipelines
+from medallion.session import get_spark, local_packages
 
 
 def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``maintain``, ``status``, ``reset``, ``quarantine`` and ``pipelines`` to the
     ``medallion`` parser."""
+    # deferred: loads pyspark
     from medallion.ops.maintain import DEFAULT_RETENTION_HOURS
 
     maintain = sub.add_parser(
@@ -177,26 +183,21 @@ def add_doctor_and_shell(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from medallion.ops.doctor import render, run_checks
-    from medallion.session import local_packages
-
     checks = run_checks(args.lake, local_packages())
     show(render(checks))
     return 1 if any(check.ok is False for check in checks) else 0
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from medallion.ops.dashboard import serve
-
     config = lake_config(args)
     serve(config.lake, args.port, args.refresh)
     return 0
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
+    # deferred: loads IPython, pyspark
     import IPython
 
-    from medallion.session import get_spark
     from medallion.tables import register_tables, table_exists
 
     config = lake_config(args)
@@ -284,8 +285,8 @@ def lake_config(args: argparse.Namespace, **changes: object) -> Config:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
+    # deferred: loads pyspark
     from medallion.ops.maintain import maintain, render
-    from medallion.session import get_spark
 
     changes = {}
     if args.max_stream_downtime is not None:
@@ -306,8 +307,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    # deferred: loads pyspark
     from medallion.ops.status import behind, lake_status, render_status, status_json
-    from medallion.session import get_spark
     from medallion.tables import in_lake
 
     config = lake_config(args)
@@ -325,8 +326,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
+    # deferred: loads pyspark
     from medallion.ops.reset import execute_reset, plan_reset
-    from medallion.session import get_spark
     from medallion.tables import in_lake
 
     config = lake_config(args)
@@ -346,8 +347,8 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 
 def cmd_quarantine(args: argparse.Namespace) -> int:
+    # deferred: loads pyspark
     from medallion.ops.quarantine import quarantine_summary, render_summary
-    from medallion.session import get_spark
     from medallion.tables import in_lake
 
     spark = get_spark()
@@ -360,9 +361,6 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
 
 
 def cmd_pipelines(args: argparse.Namespace) -> int:
-    from medallion.ops.lineage import mermaid
-    from medallion.pipelines import pipelines
-
     if args.mermaid:
         print(mermaid(pipelines()), end="")
         return 0

@@ -83,6 +83,7 @@ def choices(view: View, rows: list[dict[str, Any]]) -> list:
 def build_app(lake: str, refresh_seconds: float):
     """The Dash app of ``lake``'s dashboards: a tab per pipeline present in the lake."""
     try:
+        # deferred: loads dash, IPython
         from dash import Dash, Input, Output, dcc, html
     except ImportError:
         raise ConfigError(MISSING) from None
@@ -133,6 +134,7 @@ def build_app(lake: str, refresh_seconds: float):
 def _register(app, pipeline: Pipeline, lake: str) -> None:
     """The callback that draws one pipeline's tab from the lake on every refresh, and again
     when the reader chooses another value."""
+    # deferred: loads dash, IPython
     from dash import Input, Output
 
     views = dashboard_views(pipeline)
@@ -167,6 +169,7 @@ def _register(app, pipeline: Pipeline, lake: str) -> None:
 
 def _table(view: View, rows: list[dict[str, Any]]) -> list:
     """The rows of a table view as the children of an HTML table: a header, then a row each."""
+    # deferred: loads dash, IPython
     from dash import html
 
     header = html.Tr([html.Th(column) for column in view.columns])
@@ -177,6 +180,7 @@ def _table(view: View, rows: list[dict[str, Any]]) -> list:
 def serve(lake: str, port: int, refresh_seconds: float) -> None:
     """Serve the dashboard on 127.0.0.1:``port`` until Ctrl-C, with one line on the console."""
     try:
+        # deferred: loads flask
         import flask.cli
     except ImportError:
         raise ConfigError(MISSING) from None

@@ -14,6 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from medallion import console
+from medallion.bundle.resolve import Bundle, BundleError
+from medallion.jars import cache_folder, cached_jars, total_megabytes
 
 MIN_JAVA = 17
 
@@ -53,8 +55,6 @@ def java_check() -> Check:
 
 def jar_check(packages: list[str]) -> Check:
     """Whether the jars of a local session are cached, or a first run will download them."""
-    from medallion.jars import cache_folder, cached_jars, total_megabytes
-
     jars = cached_jars(packages)
     if jars:
         size = total_megabytes(jars)
@@ -90,8 +90,6 @@ def lake_check(lake: str) -> Check:
 
 def bundle_check() -> Check:
     """The bundle (databricks.yml) that ``medallion job`` would read."""
-    from medallion.bundle.resolve import Bundle, BundleError
-
     try:
         bundle = Bundle()
     except (BundleError, OSError, ValueError) as error:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from medallion.config import Config
 from medallion.errors import ConfigError
+from medallion.session import session_kind
 from medallion.source_options import DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER
 
 # The Kafka metadata columns every bronze row read from Kafka carries (NULL for file input).
@@ -138,12 +139,14 @@ def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 def _dbutils(spark: object) -> object:
     """``dbutils`` on a Databricks cluster or through Databricks Connect."""
     try:
+        # deferred: only in a Databricks runtime
         from pyspark.dbutils import DBUtils  # Databricks Runtime only
 
         return DBUtils(spark)
     except ImportError:
         pass
     try:
+        # deferred: only in a Databricks runtime
         from databricks.sdk.runtime import dbutils  # databricks-sdk, with Databricks Connect
 
         return dbutils
@@ -282,8 +285,6 @@ def resolve_security_options(spark: object, config: Config) -> dict[str, str]:
     The scope is ``config.kafka.secret_scope`` or ``$MEDALLION_KAFKA_SECRET_SCOPE``. Class names
     are shaded for Databricks Runtime (also behind Databricks Connect).
     """
-    from medallion.session import session_kind
-
     shaded = session_kind() in ("databricks", "databricks-connect")
     scope = config.kafka.secret_scope or os.environ.get(SECRET_SCOPE_ENV) or None
     settings = secret_scope_settings(scope, _dbutils(spark)) if scope else env_settings()

@@ -39,9 +39,11 @@ from medallion.declarations import Landing
 from medallion.errors import is_failure
 from medallion.gaps import Gap, checked_through, mark_checked, recorded_gaps
 from medallion.gaps import record_gaps as append_gaps
+from medallion.pipelines import all_flows
 from medallion.sql_names import TableRef
 from medallion.storage import local_path
 from medallion.streams.checkpoint_files import committed_batch
+from medallion.streams.kafka import batch_read
 from medallion.streams.kafka_loss_hint import gaps_location
 from medallion.tables import read_table, table_exists
 
@@ -54,8 +56,6 @@ KIND = "kafka data loss"
 def _bronze_of(stream: str) -> tuple[str, str] | None:
     """The dataset a stream reads as input records (from Kafka, with the Kafka source) and the
     table it appends them to; None for a stream that reads a table."""
-    from medallion.pipelines import all_flows
-
     for flow in all_flows():
         if flow.name == stream and isinstance(flow.source, Landing):
             return flow.source.dataset, flow.writes[0]
@@ -234,8 +234,6 @@ def _gone_from_broker(
     """Whether offset ``start`` of a partition is below the partition's first offset now
     (expired or deleted), asking the broker through Spark's Kafka source with
     failOnDataLoss=true, which fails exactly then. (gone, why it could not be asked)."""
-    from medallion.streams.kafka import batch_read
-
     try:
         batch_read(
             spark,

@@ -172,6 +172,7 @@ class KnownKeys:
         held = self._known(spark).contains(h1, h2)
         if not held.any():
             return hashed, (h1, h2)
+        # deferred: loads pyarrow
         import pyarrow as pa
 
         seen = spark.createDataFrame(

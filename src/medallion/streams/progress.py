@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryProgressEvent
@@ -161,8 +162,6 @@ class ProgressRecorder(StreamingQueryListener):
         """What ``spark.streams.addListener`` registers in the JVM (PySpark's hook): the JSON
         bridge instead of PySpark's field-by-field one."""
         if not hasattr(self, "_jlistenerobj"):
-            from pyspark import SparkContext
-
             jvm = SparkContext._jvm
             streaming = jvm.org.apache.spark.sql.streaming  # type: ignore[union-attr]
             self._jlistenerobj = streaming.PythonStreamingQueryListenerWrapper(_JsonEvents(self))

@@ -28,6 +28,7 @@ def hourly_totals(spark: SparkSession, config: Config) -> DataFrame:
 
 def plot_hourly_metrics(spark: SparkSession, config: Config, last_hours: int = 48):
     """A matplotlib figure of the last ``last_hours`` hours of gold: revenue bars, purchases."""
+    # deferred: loads matplotlib
     import matplotlib.pyplot as plt
 
     totals = hourly_totals(spark, config).toPandas()
