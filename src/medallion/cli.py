@@ -233,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_job_parser(sub)  # medallion job list | run: the bundle's jobs (docs/bundle.md)
 
-    add_ops_parsers(sub)  # maintain | status | reset | pipelines (docs/operations.md)
+    add_ops_parsers(sub)  # maintain | status | reset | quarantine | pipelines (docs/operations.md)
     _everywhere(parser)
     return parser
 
@@ -262,22 +262,18 @@ def _everywhere(parser: argparse.ArgumentParser, inherited: Sequence[argparse.Ac
             _everywhere(child, [*inherited, *own])
 
 
-def _cmd_job(args: argparse.Namespace) -> int:
-    return cmd_job(args)
-
-
 COMMANDS = {
     "generate": cmd_generate,
     "run": cmd_run,
     "changes": cmd_changes,
     "show": cmd_show,
-    "job": _cmd_job,
+    "job": cmd_job,
+    **OPS_COMMANDS,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``medallion`` console script; returns the exit code."""
-    COMMANDS.update(OPS_COMMANDS)
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     try:
@@ -294,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except Exception as error:  # noqa: BLE001 - the top level turns any failure into a message
         # deferred: loads pyspark
-        from medallion.streams.stream_errors import error_summary  # deferred: it imports pyspark
+        from medallion.streams.stream_errors import error_summary
 
         if args.verbose or not isinstance(error, PipelineError):
             log.debug("failure", exc_info=True)

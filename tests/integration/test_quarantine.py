@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from banking_oracle import Deliveries
 from iot_oracle import expected_from as iot_expected
 from oracle import expected_customers, expected_from
+from pyspark.sql import functions as F
 
 from medallion.cli import main
 from medallion.config import Config
@@ -67,6 +68,23 @@ def test_since_counts_only_what_was_ingested_from_then(spark, reference):
     assert records(times[0] - timedelta(days=1)) == len(times)
     assert records(times[-1]) == len(later) < len(times)  # the second delivery's only
     assert records(times[-1] + timedelta(days=1)) == 0
+
+
+@pytest.mark.slow
+def test_days_are_utc_days_whatever_the_session_time_zone(spark, reference):
+    """A workspace may set ``spark.sql.session.timeZone``: the days stay UTC's."""
+    events = reference.table("silver/events_quarantine")
+    seconds = read_table(spark, events).select(F.col("_ingested_at").cast("double")).collect()
+    utc_days = Counter(datetime.fromtimestamp(s[0], timezone.utc).date() for s in seconds)
+    retail = reference.with_options(pipelines=("retail",))
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    try:
+        for far_away in ("Pacific/Kiritimati", "Pacific/Pago_Pago"):  # UTC+14, UTC-11
+            spark.conf.set("spark.sql.session.timeZone", far_away)
+            summary = {s.table: s for s in quarantine_summary(spark, retail)}[events.key]
+            assert {c.day: c.records for c in summary.by_day} == utc_days, far_away
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
 
 
 @pytest.mark.slow

@@ -66,16 +66,20 @@ def quarantine_summary(
     spark: SparkSession, config: Config, since: datetime | None = None
 ) -> list[QuarantineSummary]:
     """Each quarantine table of ``config``'s pipelines: its records by reason and by day of
-    ingestion, counting only records ingested at or after ``since`` when it is given (UTC, as
-    the lake's timestamps are: see :func:`medallion.argtypes.point_in_time`)."""
+    ingestion (UTC), counting only records ingested at or after ``since`` when it is given (a
+    naive ``since`` is UTC, as :func:`medallion.argtypes.point_in_time` gives it)."""
     return [_summary(spark, table, since) for table in quarantine_tables(spark, config)]
 
 
 def _summary(spark: SparkSession, table: TableRef, since: datetime | None) -> QuarantineSummary:
     rows = read_table(spark, table)
     if since is not None:
-        # Aware, so that PySpark does not read it in the local time zone of this process.
-        rows = rows.where(F.col("_ingested_at") >= F.lit(since.replace(tzinfo=timezone.utc)))
+        # Aware, so that PySpark does not read a naive one in this process's time zone.
+        if since.tzinfo is None:
+            since = since.replace(tzinfo=timezone.utc)
+        rows = rows.where(F.col("_ingested_at") >= F.lit(since))
+    # The day in UTC, whatever the session's time zone (a Databricks workspace may set one).
+    utc_day = F.to_date(F.to_utc_timestamp("_ingested_at", F.current_timezone()))
     # One job for both counts: each record once by reason and once by day, told apart.
     both = rows.select(
         F.explode(
@@ -83,7 +87,7 @@ def _summary(spark: SparkSession, table: TableRef, since: datetime | None) -> Qu
                 F.struct(F.lit("reason").alias("by"), F.col("reason").alias("value")),
                 F.struct(
                     F.lit("day").alias("by"),
-                    F.to_date("_ingested_at").cast("string").alias("value"),
+                    utc_day.cast("string").alias("value"),
                 ),
             )
         ).alias("count")
