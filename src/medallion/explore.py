@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.declarations import Table
+from medallion.ops.quarantine import quarantine_tables
 from medallion.ops.status import backlog_count
-from medallion.pipelines import declared_table
 from medallion.sql_names import TableRef
 from medallion.streams.progress import read_progress
 from medallion.tables import history as table_history
@@ -179,8 +179,7 @@ def quarantine_reasons(spark: SparkSession, config: Config) -> DataFrame | None:
             F.lit(table.key).alias("quarantine"),
             F.split(F.col("reason"), ":").getItem(0).alias("reason"),
         )
-        for table in config.tables()
-        if declared_table(table.key).quarantine and table_exists(spark, table)
+        for table in quarantine_tables(spark, config)
     ]
     if not frames:
         return None
