@@ -8,13 +8,15 @@ live under a Volume. Changing where a table lives touches this module only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
 from medallion.errors import ConfigError
-from medallion.pipelines import declared_setting, declared_table, pipelines
+from medallion.expectations import expectation_setting, expectations_of
+from medallion.pipelines import declared_contract, declared_setting, declared_table, pipelines
 from medallion.source_options import (
     DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER,
     DeltaSourceOptions,
@@ -38,14 +40,17 @@ FileSourceKind = Literal["files", "autoloader"]
 SourceKind = Literal["files", "kafka"]
 
 
-def parse_pairs(pairs: str | Sequence[str], what: str = "setting") -> dict[str, str]:
+def parse_pairs(
+    pairs: str | Sequence[str], what: str = "setting", dotted: bool = False
+) -> dict[str, str]:
     """``NAME=VALUE`` pairs, as a list or comma-separated (a job parameter); each name an
-    identifier.
+    identifier, or identifiers joined by dots when ``dotted``.
 
     >>> parse_pairs("fraud_risk_score_above=0.9, fraud_new_account_days=14")
     {'fraud_risk_score_above': '0.9', 'fraud_new_account_days': '14'}
     """
     items = pairs.split(",") if isinstance(pairs, str) else pairs
+    identifier = functools.partial(validate_identifier, what=f"{what} name")
     parsed: dict[str, str] = {}
     for item in (i.strip() for i in items):
         if not item:
@@ -53,13 +58,15 @@ def parse_pairs(pairs: str | Sequence[str], what: str = "setting") -> dict[str, 
         name, equals, value = item.partition("=")
         if not equals or not value.strip():
             raise ConfigError(f"a {what} is written NAME=VALUE, not {item!r}")
-        parsed[validate_identifier(name.strip(), f"{what} name")] = value.strip()
+        parts = name.strip().split(".") if dotted else [name.strip()]
+        parsed[".".join(map(identifier, parts))] = value.strip()
     return parsed
 
 
 def parse_settings(pairs: str | Sequence[str]) -> dict[str, str]:
-    """Pipeline settings written ``NAME=VALUE`` (``--set``, the ``settings`` job parameter)."""
-    return parse_pairs(pairs, "setting")
+    """Pipeline settings written ``NAME=VALUE`` (``--set``, the ``settings`` job parameter);
+    an expectation's name is dotted: ``expect.events.revenue_not_negative=warn``."""
+    return parse_pairs(pairs, "setting", dotted=True)
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,15 @@ class Config:
         names = tuple(validate_identifier(n, "pipeline name") for n in names)
         object.__setattr__(self, "pipelines", tuple(dict.fromkeys(names)))
         for name, value in self.settings.items():
-            self._declared_setting(name).parse(value)
+            target = expectation_setting(name)
+            if target is None:
+                self._declared_setting(name).parse(value)
+                continue
+            try:
+                contract = declared_contract(target[0])
+            except KeyError as error:
+                raise ConfigError(str(error.args[0])) from None
+            expectations_of(contract, {name: value})
 
     def _carried(self, key: str, names: Sequence[str] | str) -> tuple[str, ...]:
         """Validate the fields carried into ``key``: identifiers, none twice, none a column

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import reduce
 from typing import TypeVar
 
 from pyspark import SparkContext
@@ -19,23 +18,20 @@ from pyspark.sql import functions as F
 
 from medallion.json_columns import (
     ANY_OFFSET_PATTERN,
-    JSON_WHITESPACE,
     MONEY_TYPE,
     NO_ZONE_PATTERN,
-    REPLACEMENT_CHARACTER,
     TIMESTAMP_PATTERN,
     TIMESTAMP_RANGE,
     as_string,
     is_blank,
     json_field,
-    json_kind,
     kind_of_schema,
     money_value,
     number_as_written,
     parse_event_timestamp,
     parse_json_line,
-    strip_bom,
 )
+from medallion.sql_names import validate_identifier
 
 
 @dataclass(frozen=True)
@@ -52,6 +48,9 @@ class FieldRule:
     kind: str
     required: bool
     allowed: tuple[str, ...] = ()
+    # The engine acts on its value (a change's operation): a record that breaks one of its
+    # rules never passes into silver, whatever the expectations say.
+    strict: bool = False
 
 
 OPERATIONS = ("INSERT", "UPDATE", "DELETE")
@@ -65,15 +64,6 @@ _JSON_KIND_OF = {
     "integer": "number",
 }
 _EXACT_NUMBER_KINDS = ("money", "decimal")
-
-
-# A failed rule: the condition that says it failed, and the message that says why. The
-# message is only computed for a record where some rule failed.
-Rule = tuple[Column, Column]
-
-
-def make_rule(condition: Column, message: Column | str) -> Rule:
-    return condition, message if isinstance(message, Column) else F.lit(message)
 
 
 # Per-field values are extracted from the VARIANT once, into these hidden columns, and the
@@ -220,138 +210,183 @@ def field_missing(name: str) -> Column:
     return F.col(_hidden("value", name)).isNull() | (F.col(_hidden("schema", name)) == "VOID")
 
 
-def _field_rules(rule: FieldRule) -> list[Rule]:
-    schema = F.col(_hidden("schema", rule.name))
-    missing = field_missing(rule.name)
-    expected = _JSON_KIND_OF[rule.kind]
-    right_kind = _has_kind(schema, expected)
-    well_typed = ~missing & right_kind
-    text = field_text(rule.name)
-    rules: list[Rule] = []
+@dataclass(frozen=True)
+class Check:
+    """One named rule: ``build()`` gives the Column that says a record breaks it and the
+    message that says why (built in a session, where Columns are made). ``can_warn``: a record
+    that breaks it still has a usable value, so it may pass into silver with a warning."""
+
+    name: str
+    build: Callable[[], tuple[Column, Column | str]]
+    can_warn: bool = True
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.name, "rule name")
+
+
+def _quoted(text: Column) -> Column:
+    return F.substring(text, 1, 64)
+
+
+def field_checks(rule: FieldRule) -> list[Check]:
+    """The rules of one field, named ``<field>_<check>``, read from the columns of
+    :func:`field_value_stages`. A required field's rules cannot warn (its value would be
+    missing in silver), except those that keep a typed value; a ``strict`` field's never."""
+    name, kind = rule.name, rule.kind
+    expected = _JSON_KIND_OF[kind]
+    schema, as_double = (functools.partial(F.col, _hidden(p, name)) for p in ("schema", "double"))
+    missing, text = functools.partial(field_missing, name), functools.partial(field_text, name)
+
+    def well_typed() -> Column:
+        return ~missing() & _has_kind(schema(), expected)
+
+    def unparsed() -> Column:
+        # Every timestamp pattern runs only for a timestamp that did not parse: a parsed one
+        # matched TIMESTAMP_PATTERN, which has a zone in range (AND stops at the first false).
+        return well_typed() & field_value(name).isNull()
+
+    def no_zone() -> Column:
+        return text().rlike(NO_ZONE_PATTERN)
+
+    def bad_offset() -> Column:
+        return text().rlike(ANY_OFFSET_PATTERN) & ~text().rlike(TIMESTAMP_PATTERN)
+
+    def not_finite() -> Column:
+        value = as_double()
+        return value.isNull() | F.isnan(value) | (F.abs(value) == float("inf"))
+
+    def negative() -> Column:
+        return as_double() < 0 if kind == "money" else F.lit(False)
+
+    optional = not rule.required and not rule.strict
+    keeps_value = not rule.strict
+    noun = "an integer" if kind == "integer" else f"a {expected}"
+    checks = []
     if rule.required:
-        rules.append(make_rule(missing, f"missing field: {rule.name}"))
-    noun = "an integer" if rule.kind == "integer" else f"a {expected}"
-    rules.append(
-        make_rule(
-            ~missing & ~right_kind,
-            F.concat(F.lit(f"{rule.name} must be {noun}, got "), kind_of_schema(schema)),
+        checks.append(
+            Check(f"{name}_present", lambda: (missing(), f"missing field: {name}"), False)
+        )
+    checks.append(
+        Check(
+            f"{name}_type",
+            lambda: (
+                ~missing() & ~_has_kind(schema(), expected),
+                F.concat(F.lit(f"{name} must be {noun}, got "), kind_of_schema(schema())),
+            ),
+            optional,
         )
     )
-    if rule.kind == "string" and rule.required:
-        rules.append(make_rule(well_typed & is_blank(text), f"{rule.name} is empty"))
+    if kind == "string" and rule.required:
+        checks.append(
+            Check(
+                f"{name}_not_empty",
+                lambda: (well_typed() & is_blank(text()), f"{name} is empty"),
+                False,
+            )
+        )
     if rule.allowed:
-        rules.append(
-            make_rule(
-                well_typed & ~text.isin(*rule.allowed) & ~is_blank(text),
-                F.concat(F.lit(f"unknown {rule.name}: "), F.substring(text, 1, 64)),
-            )
-        )
-    if rule.kind == "timestamp":
-        parsed = field_value(rule.name)
-        # Every pattern below runs only for a timestamp that did not parse: a parsed one
-        # matched TIMESTAMP_PATTERN, which has a zone in range (AND stops at the first false).
-        unparsed = well_typed & parsed.isNull()
-        no_zone = text.rlike(NO_ZONE_PATTERN)
-        bad_offset = text.rlike(ANY_OFFSET_PATTERN) & ~text.rlike(TIMESTAMP_PATTERN)
-        rules.append(make_rule(unparsed & no_zone, f"{rule.name} has no time zone"))
-        rules.append(
-            make_rule(
-                unparsed & bad_offset,
-                F.concat(
-                    F.lit(f"{rule.name} has a zone offset outside -18:00..+18:00: "),
-                    F.substring(text, 1, 64),
+        checks.append(
+            Check(
+                f"{name}_allowed",
+                lambda: (
+                    well_typed() & ~text().isin(*rule.allowed) & ~is_blank(text()),
+                    F.concat(F.lit(f"unknown {name}: "), _quoted(text())),
                 ),
+                keeps_value,
             )
         )
-        rules.append(
-            make_rule(
-                unparsed & ~no_zone & ~bad_offset,
-                F.concat(
-                    F.lit(f"{rule.name} is not an ISO-8601 timestamp with a zone: "),
-                    F.substring(text, 1, 64),
-                ),
-            )
-        )
-        low, high = (F.lit(bound).cast("timestamp") for bound in TIMESTAMP_RANGE)
-        rules.append(
-            make_rule(
-                well_typed & ((parsed < low) | (parsed >= high)),
-                F.concat(
-                    F.lit(
-                        f"{rule.name} is out of range [{TIMESTAMP_RANGE[0]}, {TIMESTAMP_RANGE[1]}): "
+    if kind == "timestamp":
+        low, high = TIMESTAMP_RANGE
+        checks += [
+            Check(
+                f"{name}_has_zone",
+                lambda: (unparsed() & no_zone(), f"{name} has no time zone"),
+                optional,
+            ),
+            Check(
+                f"{name}_zone_offset",
+                lambda: (
+                    unparsed() & bad_offset(),
+                    F.concat(
+                        F.lit(f"{name} has a zone offset outside -18:00..+18:00: "), _quoted(text())
                     ),
-                    F.substring(text, 1, 64),
                 ),
+                optional,
+            ),
+            Check(
+                f"{name}_iso8601",
+                lambda: (
+                    unparsed() & ~no_zone() & ~bad_offset(),
+                    F.concat(
+                        F.lit(f"{name} is not an ISO-8601 timestamp with a zone: "), _quoted(text())
+                    ),
+                ),
+                optional,
+            ),
+            Check(
+                f"{name}_in_range",
+                lambda: (
+                    well_typed()
+                    & (
+                        (field_value(name) < F.lit(low).cast("timestamp"))
+                        | (field_value(name) >= F.lit(high).cast("timestamp"))
+                    ),
+                    F.concat(F.lit(f"{name} is out of range [{low}, {high}): "), _quoted(text())),
+                ),
+                keeps_value,
+            ),
+        ]
+    if kind == "integer":
+        checks.append(
+            Check(
+                f"{name}_integer",
+                lambda: (
+                    well_typed() & field_value(name).isNull(),
+                    F.concat(F.lit(f"{name} must be an integer, got "), _quoted(text())),
+                ),
+                optional,
             )
         )
-    if rule.kind == "integer":
-        rules.append(
-            make_rule(
-                well_typed & field_value(rule.name).isNull(),
-                F.concat(F.lit(f"{rule.name} must be an integer, got "), F.substring(text, 1, 64)),
+    if kind == "number":
+        checks.append(
+            Check(
+                f"{name}_finite",
+                lambda: (
+                    well_typed() & field_value(name).isNull(),
+                    f"{name} is not a finite number",
+                ),
+                optional,
             )
         )
-    if rule.kind == "number":
-        rules.append(
-            make_rule(
-                well_typed & field_value(rule.name).isNull(), f"{rule.name} is not a finite number"
+    if kind in _EXACT_NUMBER_KINDS:
+        checks.append(
+            Check(
+                f"{name}_finite",
+                lambda: (well_typed() & not_finite(), f"{name} is not a finite number"),
+                optional,
             )
         )
-    if rule.kind in _EXACT_NUMBER_KINDS:
-        as_double = F.col(_hidden("double", rule.name))
-        not_finite = as_double.isNull() | F.isnan(as_double) | (F.abs(as_double) == float("inf"))
-        negative = as_double < 0 if rule.kind == "money" else F.lit(False)
-        rules.append(make_rule(well_typed & not_finite, f"{rule.name} is not a finite number"))
-        if rule.kind == "money":
-            rules.append(make_rule(well_typed & ~not_finite & negative, f"{rule.name} is negative"))
-        rules.append(
-            make_rule(
-                well_typed & ~not_finite & ~negative & field_value(rule.name).isNull(),
-                f"{rule.name} does not fit {MONEY_TYPE} (at most 14 integer and 4 decimal digits)",
+        if kind == "money":
+            checks.append(
+                Check(
+                    f"{name}_not_negative",
+                    lambda: (well_typed() & ~not_finite() & negative(), f"{name} is negative"),
+                    keeps_value,
+                )
+            )
+        checks.append(
+            Check(
+                f"{name}_fits",
+                lambda: (
+                    well_typed() & ~not_finite() & ~negative() & field_value(name).isNull(),
+                    f"{name} does not fit {MONEY_TYPE} (at most 14 integer and 4 decimal digits)",
+                ),
+                optional,
             )
         )
-    return rules
+    return checks
 
 
 def integer_value(value: Column) -> Column:
     """A JSON integer as BIGINT; NULL for fractions (``1.5``, ``1.0``), exponents and overflow."""
     return F.when(F.schema_of_variant(value) == "BIGINT", F.try_variant_get(value, "$", "bigint"))
-
-
-def _structural_reason(raw: Column, doc: Column) -> Column:
-    """Why the line is not one JSON object at all, or NULL."""
-    keys = F.json_object_keys(strip_bom(raw))
-    not_json = doc.isNull()
-    return (
-        # The file source decodes bytes that are not UTF-8 to U+FFFD: the content is altered.
-        F.when(
-            raw.contains(REPLACEMENT_CHARACTER), F.lit("invalid UTF-8: bytes replaced by U+FFFD")
-        )
-        .when(
-            not_json & keys.isNotNull() & (F.size(keys) != F.size(F.array_distinct(keys))),
-            F.lit("malformed JSON: duplicate key in object"),
-        )
-        .when(not_json, F.lit("malformed JSON: not parseable"))
-        .when(
-            # The line is JSON here, so after its byte-order mark it holds no other one.
-            ~F.ltrim(raw, F.lit(JSON_WHITESPACE + "\ufeff")).startswith("{"),
-            F.concat(F.lit("not a JSON object: got "), json_kind(doc)),
-        )
-    )
-
-
-def record_reason(
-    raw: Column, doc: Column, fields: tuple[FieldRule, ...], extra: tuple[Rule, ...] = ()
-) -> Column:
-    """Why a raw line breaks its contract, or NULL when it is valid.
-
-    ``doc`` is ``parse_json_line(raw)``, and the fields' columns come from
-    :func:`field_value_stages`. Every failed rule is listed, separated by ``"; "``, so a record
-    with a missing key and a wrong type says both. A valid record costs the rules' conditions
-    only: the messages are put together for a record where one of them holds.
-    """
-    rules = [r for rule in fields for r in _field_rules(rule)] + list(extra)
-    failed = reduce(lambda a, b: a | b, (condition for condition, _ in rules))
-    messages = F.array(*[F.when(condition, message) for condition, message in rules])
-    content_reason = F.when(failed, F.array_join(F.array_compact(messages), "; "))
-    return F.coalesce(_structural_reason(raw, doc), F.nullif(content_reason, F.lit("")))

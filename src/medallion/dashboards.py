@@ -8,7 +8,8 @@ progress table.
 The queries name tables without catalog or schema (``gold_fraud_alerts``, the table's
 ``flat_name``): on Databricks each dashboard resource sets both per target
 (``dataset_catalog``/``dataset_schema``), locally each name is a view of that table of the
-lake. They keep to SQL that Databricks SQL and DuckDB read alike.
+lake. They keep to SQL that Databricks SQL and DuckDB read alike. Every pipeline's dashboard
+also shows its expectations' failure rates, from the data-quality log.
 
 Regenerate the Lakeview files after changing a view::
 
@@ -55,9 +56,37 @@ def stream_health(pipeline: Pipeline) -> View:
     )
 
 
+def data_quality(pipeline: Pipeline) -> View:
+    """The failure rate of each expectation of the pipeline's contracts that records broke,
+    per hour, from the data-quality log."""
+    datasets = ", ".join(f"'{contract.dataset}'" for contract in pipeline.contracts)
+    return View(
+        name="data_quality",
+        title="Data quality: share of rows that broke each expectation, per hour",
+        sql=(
+            "SELECT concat(dataset, '.', rule) AS expectation,\n"
+            "  date_trunc('hour', recorded_at) AS hour,\n"
+            "  CAST(SUM(failed) AS DOUBLE) / SUM(passed + failed) AS failure_rate\n"
+            "FROM system_data_quality\n"
+            f"WHERE dataset IN ({datasets})\n"
+            "GROUP BY dataset, rule, date_trunc('hour', recorded_at)\n"
+            "HAVING SUM(failed) > 0\n"
+            "ORDER BY hour, expectation"
+        ),
+        tables=("_system/data_quality",),
+        kind="line",
+        x="hour",
+        y="failure_rate",
+        color="expectation",
+        x_type="temporal",
+    )
+
+
 def dashboard_views(pipeline: Pipeline) -> tuple[View, ...]:
-    """A pipeline's dashboard: its declared views, then its streams' health."""
-    return (*pipeline.views, stream_health(pipeline))
+    """A pipeline's dashboard: its declared views, its expectations' failure rates (when it
+    declares contracts), then its streams' health."""
+    quality = (data_quality(pipeline),) if pipeline.contracts else ()
+    return (*pipeline.views, *quality, stream_health(pipeline))
 
 
 def dashboard_pipelines() -> list[Pipeline]:

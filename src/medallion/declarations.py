@@ -15,9 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from medallion.errors import ConfigError
 from medallion.sql_names import validate_identifier
+
+if TYPE_CHECKING:
+    from medallion.expectations import Contract
 
 LAYERS = ("bronze", "silver", "gold")
 
@@ -247,8 +251,9 @@ Generator = Callable[..., dict[str, list[str]]]
 @dataclass(frozen=True)
 class Pipeline:
     """A named set of tables, the flows that write them, the generator of synthetic input for
-    it (``medallion generate --pipeline NAME``), the settings its flows read, and the views of
-    its dashboard (a page of ``medallion dashboard``, a Lakeview dashboard of the bundle)."""
+    it (``medallion generate --pipeline NAME``), the settings its flows read, the views of
+    its dashboard (a page of ``medallion dashboard``, a Lakeview dashboard of the bundle), and
+    the contracts of its input datasets (their expectations: medallion/expectations.py)."""
 
     name: str
     tables: tuple[Table, ...]
@@ -257,6 +262,7 @@ class Pipeline:
     settings: tuple[Setting, ...] = ()
     title: str = ""
     views: tuple[View, ...] = ()
+    contracts: tuple[Contract, ...] = ()
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "pipeline name")

@@ -17,6 +17,7 @@ from medallion.first_commit import write_first_commit
 from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
 from medallion.pipelines import declared_table
+from medallion.quality_log import quality_table_spec
 from medallion.sql_names import TableRef, quote_identifier, quote_principal, sql_string
 from medallion.storage import delete_folder, folder_exists, list_names
 
@@ -280,15 +281,15 @@ def ensure_tables(
     more: Sequence[tuple[TableRef, str, dict[str, str]]] = (),
     register_names: bool = True,
 ) -> None:
-    """Create every contract table that is missing (and ``more``: (table, columns,
-    properties)), then register them all by name (unless ``register_names`` is False)."""
+    """Create every contract table that is missing, the data-quality log (quality_log.py) and
+    ``more`` ((table, columns, properties)), then register them all by name (unless ``register_names`` is False)."""
     with stream_locks(config, [SETUP_LOCK], "create tables", wait_seconds=300):
         if config.uses_unity_catalog:
             spark.sql(
                 f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.catalog or '', config.schema)}"
             )
         in_parallel(lambda table: create_table(spark, table), config.tables(), "create-table")
-        for table, columns, properties in more:
+        for table, columns, properties in (*more, quality_table_spec(config)):
             create_delta_table(spark, table, columns, properties)
         for statement in reader_grants(config):
             spark.sql(statement)

@@ -6,8 +6,8 @@ import json
 
 from pyspark.sql import functions as F
 
+from medallion.pipelines.retail.catch_up import gold_hourly_batch, silver_events_batch
 from medallion.pipelines.retail.contract import EVENT_FIELDS
-from medallion.pipelines.retail.events import gold_hourly_batch, silver_events_batch
 from medallion.streams.sinks import TXN_APP_ID, TXN_VERSION, append_batch, idempotent_writes
 from medallion.tables import ensure_tables, read_table
 from medallion.transforms.bronze import to_bronze

@@ -9,7 +9,8 @@ Lag is read from the checkpoints, so it is right whether the streams run or not:
   checkpoint's last committed offsets (``reservoirVersion``).
 
 Throughput comes from the last batch with input rows recorded in
-``<lake>/_system/stream_progress``; input lost before it was read, from ``_system/data_gaps``.
+``<lake>/_system/stream_progress``; input lost before it was read, from ``_system/data_gaps``;
+the expectations that records broke, and how often, from ``_system/data_quality``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rich.console import Group, RenderableType
 from medallion.config import Config
 from medallion.console import plural, table
 from medallion.gaps import describe_gap, gaps_table, recorded_gaps
+from medallion.ops.quality import failure_rates, render_rates
 from medallion.ops.stream_lag import StreamLag, stream_lags
 from medallion.sql_names import TableRef
 from medallion.storage import list_names
@@ -184,6 +186,7 @@ def lake_status(spark: SparkSession, config: Config, landing: str | None = None)
         "data_gaps": len(gaps),
         "gaps_table": gaps_table(config).key,
         "latest_gaps": [describe_gap(gap) for gap in gaps[-5:]],
+        "expectations_failed": failure_rates(spark, config),
     }
 
 
@@ -245,6 +248,10 @@ def render_status(status: dict[str, Any]) -> Group:
             _lag_text(s["lag"]),
         )
     parts: list[RenderableType] = [f"lake {status['lake']}", "", tables, "", streams]
+    rates = status.get("expectations_failed")
+    if rates:
+        parts += ["", "expectations that records broke (<lake>/_system/data_quality):"]
+        parts.append(render_rates(rates))
     gaps = status.get("data_gaps", 0)
     if gaps:
         parts += [

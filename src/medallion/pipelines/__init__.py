@@ -13,8 +13,12 @@ import importlib
 import os
 import pkgutil
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from medallion.declarations import Flow, Pipeline, Setting, Table, landing_datasets
+
+if TYPE_CHECKING:
+    from medallion.expectations import Contract
 
 EXTRA_PIPELINES_VARIABLE = "MEDALLION_PIPELINES"
 _REGISTERED: dict[str, Pipeline] = {}
@@ -118,6 +122,16 @@ def declared_table(key: str) -> Table:
         return tables[key]
     except KeyError:
         raise KeyError(f"unknown table {key!r}; known tables: {', '.join(tables)}") from None
+
+
+def declared_contract(dataset: str) -> Contract:
+    """The contract of the input dataset ``dataset``; :class:`KeyError` names the known ones."""
+    contracts = {c.dataset: c for p in pipelines() for c in p.contracts}
+    try:
+        return contracts[dataset]
+    except KeyError:
+        known = ", ".join(sorted(contracts)) or "none"
+        raise KeyError(f"unknown dataset {dataset!r}; datasets with a contract: {known}") from None
 
 
 def declared_setting(name: str) -> Setting:

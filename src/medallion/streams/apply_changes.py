@@ -9,8 +9,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.expectations import Contract, Expectations
 from medallion.faults import pause_point
 from medallion.streams.exactly_once import ReplayGuard
+from medallion.streams.quality import QualityGate
 from medallion.streams.sinks import BatchFactory, transaction_app_id
 from medallion.tables import read_table
 from medallion.transforms.change_records import (
@@ -48,15 +50,17 @@ def apply_changes_clauses(records: ChangeRecords) -> str:
 def apply_changes_batches(
     stream_name: str,
     records: ChangeRecords,
-    validate: Callable[[DataFrame], DataFrame],
+    contract: Contract,
+    validate: Callable[[DataFrame, Expectations], DataFrame],
     state_key: str,
     tombstones_key: str,
     quarantine_key: str,
 ) -> BatchFactory:
     """The batch factory of a stream that applies change records to ``state_key``.
 
-    ``validate`` turns bronze rows into rows with ``reason`` (NULL when valid) and the typed
-    change columns. Invalid changes go to the quarantine. Valid ones are reduced to each key's
+    ``validate`` turns bronze rows into rows with ``reason`` (NULL when valid), the rules each
+    broke (``contract``'s, whose counts go to the data-quality log: streams/quality.py) and the
+    typed change columns. Invalid changes go to the quarantine. Valid ones are reduced to each key's
     newest change, changes not newer than a recorded DELETE are dropped, and one MERGE applies
     the rest: newer UPDATE/INSERT rows replace older ones, a newer DELETE removes the row (a
     ``delete`` in the Change Data Feed), older changes change nothing. Each key's newest DELETE
@@ -72,11 +76,13 @@ def apply_changes_batches(
         app_id = transaction_app_id(stream_name, checkpoint)
         guard = ReplayGuard(checkpoint)
         clauses = apply_changes_clauses(records)
+        gate = QualityGate(config, stream_name, contract, state_key)
 
         def process(batch: DataFrame, batch_id: int) -> None:
             spark = batch.sparkSession
-            validated = validate(batch).persist()
+            validated = validate(batch, gate.expectations).persist()
             try:
+                quality = gate.measure(validated)  # a rule set to fail stops the batch here
                 valid, deleting = F.col("reason").isNull(), F.col("operation") == "DELETE"
                 counts = validated.agg(
                     F.count_if(~valid).alias("invalid"),
@@ -103,6 +109,8 @@ def apply_changes_batches(
                     pause_point(f"{stream_name}:{state.name}_merged")  # crash tests only
                     if counts["deletes"]:  # most batches have none: no MERGE's ten Spark jobs
                         writes.merge(tombstones, deletes, [records.key], _RECORD_TOMBSTONES, app)
+                    if quality.rows:
+                        gate.record(writes, quality, app)
             finally:
                 validated.unpersist()
 

@@ -58,8 +58,10 @@ def progress_table(config: Config) -> TableRef:
 
 
 def lake_table(config: Config, key: str) -> TableRef:
-    """The table of ``key``: a declared table, or the progress table (``_system/stream_progress``)."""
-    return progress_table(config) if key == PROGRESS_TABLE_KEY else config.table(key)
+    """The table of ``key``: a declared table, or one of medallion's own (``_system/<name>``,
+    such as ``_system/stream_progress``)."""
+    layer, _, name = key.partition("/")
+    return config.system_table(name) if layer == "_system" else config.table(key)
 
 
 def create_progress_table(spark: SparkSession, config: Config) -> TableRef:

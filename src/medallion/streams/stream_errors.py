@@ -47,7 +47,7 @@ def error_summary(error: BaseException) -> str:
         if line and not line.startswith(("at ", "JVM stacktrace", "===")):
             if line.endswith(_TRACEBACK) and (cause := _python_cause(text)):
                 # Raised by a foreachBatch function: what it raised, not just that it did.
-                return f"{line[: -len(_TRACEBACK)].rstrip()[:300]} {cause[:400]}"
+                return f"{line[: -len(_TRACEBACK)].rstrip()[:300]} {cause[:700]}"
             return line[:500]
     return type(error).__name__
 

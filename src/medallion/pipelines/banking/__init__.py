@@ -16,6 +16,7 @@ from medallion.declarations import Flow, Landing, Pipeline, Setting
 from medallion.pipelines import register
 from medallion.pipelines.banking import batches
 from medallion.pipelines.banking import tables as t
+from medallion.pipelines.banking.contract import ACCOUNT_CHANGES, TRANSACTIONS
 from medallion.pipelines.banking.generator import generate
 from medallion.pipelines.banking.views import VIEWS
 
@@ -96,5 +97,6 @@ BANKING = register(
         settings=SETTINGS,
         title="Fraud alerts",
         views=VIEWS,
+        contracts=(TRANSACTIONS, ACCOUNT_CHANGES),
     )
 )

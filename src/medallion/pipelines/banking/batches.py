@@ -16,8 +16,10 @@ from medallion.config import Config
 from medallion.faults import pause_point
 from medallion.pipelines.banking import tables as t
 from medallion.pipelines.banking.contract import (
+    ACCOUNT_CHANGES,
     ACCOUNT_FIELDS,
     BRONZE_TRANSACTION_FIELDS,
+    TRANSACTIONS,
     validate_account_changes,
     validate_transactions,
 )
@@ -34,6 +36,7 @@ from medallion.pipelines.banking.transforms import (
 from medallion.streams.apply_changes import apply_changes_batches
 from medallion.streams.exactly_once import ReplayGuard, merging_batches
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
+from medallion.streams.quality import QualityGate
 from medallion.streams.sinks import (
     Trigger,
     start_append,
@@ -70,6 +73,7 @@ def start_bronze_accounts(spark: SparkSession, config: Config, trigger: Trigger)
 accounts_batch = apply_changes_batches(
     "silver_accounts",
     ACCOUNTS,
+    ACCOUNT_CHANGES,
     validate_account_changes,
     t.SILVER_ACCOUNTS.key,
     t.ACCOUNT_TOMBSTONES.key,
@@ -88,12 +92,14 @@ def transactions_batch(config: Config, checkpoint: str) -> Batch:
     known = KnownKeys(silver, ("transaction_id",), kept_keys(checkpoint, silver))
     rules = AlertRules.from_config(config)
     guard = ReplayGuard(checkpoint)
+    gate = QualityGate(config, "silver_transactions", TRANSACTIONS, t.SILVER_TRANSACTIONS.key)
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        validated = validate_transactions(batch).persist()
+        validated = validate_transactions(batch, gate.expectations).persist()
         firsts = first_arrivals(validated).persist()
         try:
+            quality = gate.measure(validated)  # a rule set to fail stops the batch here
             with guard.batch(spark, batch_id) as writes:
                 app = app_id(spark)
                 if validated.where(F.col("reason").isNotNull()).limit(1).count():
@@ -105,6 +111,8 @@ def transactions_batch(config: Config, checkpoint: str) -> Batch:
                     screened = screen(unseen.drop(*HASH_COLUMNS), accounts_now, rules)
                     writes.append(screened, silver, app)
                     known.added(spark, hashes, writes.tag(app))
+                if quality.rows:
+                    gate.record(writes, quality, app)
         finally:
             firsts.unpersist()
             validated.unpersist()

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from medallion.contracts import (
     OPERATIONS,
+    Check,
     FieldRule,
     Stages,
     apply_validation,
@@ -27,9 +28,9 @@ from medallion.contracts import (
     field_missing,
     field_text,
     field_value,
-    record_reason,
     validation_stages,
 )
+from medallion.expectations import Contract, Expectations
 from medallion.json_columns import as_string, json_field
 from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 
@@ -65,7 +66,7 @@ ACCOUNT_FIELDS = (
     FieldRule("opened_at", "timestamp", False),
     FieldRule("avg_transaction_amount", "money", False),
     FieldRule("country", "string", False),
-    FieldRule("operation", "string", True, OPERATIONS),
+    FieldRule("operation", "string", True, OPERATIONS, strict=True),
     FieldRule("sequence_num", "integer", True),
     FieldRule("updated_at", "timestamp", True),
 )
@@ -82,17 +83,13 @@ def _metadata(kafka_positions: tuple[str, ...]) -> list[Column]:
     return [F.col(name) for name in (*METADATA_COLUMNS, *kafka_positions)]
 
 
-def validate_transactions(bronze: DataFrame) -> DataFrame:
-    """Bronze transactions plus ``reason`` (NULL when valid) and the typed transaction columns."""
-    kafka_positions = tuple(kafka_position_columns(bronze))
-    return apply_validation(bronze, _transaction_validation(kafka_positions))
+def _amount_positive() -> tuple[Column, str]:
+    return F.coalesce(field_value("amount") == 0, F.lit(False)), "amount is not greater than 0"
 
 
-@built_once
-def _transaction_validation(kafka_positions: tuple[str, ...]) -> Stages:
-    amount, currency = field_value("amount"), field_text("currency")
-    not_positive = (F.coalesce(amount == 0, F.lit(False)), F.lit("amount is not greater than 0"))
-    bad_currency = (
+def _currency_code() -> tuple[Column, Column]:
+    currency = field_text("currency")
+    return (
         F.coalesce(
             ~currency.rlike(CURRENCY_PATTERN) & (F.length(F.trim(currency)) > 0), F.lit(False)
         ),
@@ -100,12 +97,54 @@ def _transaction_validation(kafka_positions: tuple[str, ...]) -> Stages:
             F.lit("currency is not a three-letter upper-case code: "), F.substring(currency, 1, 64)
         ),
     )
+
+
+def _profile_present(name: str) -> Check:
+    def build() -> tuple[Column, str]:
+        upsert = F.coalesce(field_text("operation").isin("INSERT", "UPDATE"), F.lit(False))
+        return upsert & field_missing(name), f"missing field: {name} (required unless DELETE)"
+
+    return Check(f"{name}_present_unless_delete", build)
+
+
+def _risk_score_in_range() -> tuple[Column, Column]:
+    risk = field_value("risk_score")
+    return (
+        F.coalesce((risk < 0) | (risk > 1), F.lit(False)),
+        F.concat(F.lit("risk_score is outside 0..1: "), field_text("risk_score")),
+    )
+
+
+TRANSACTIONS = Contract(
+    "transactions",
+    TRANSACTION_FIELDS,
+    (Check("amount_positive", _amount_positive), Check("currency_code", _currency_code)),
+)
+ACCOUNT_CHANGES = Contract(
+    "accounts",
+    ACCOUNT_FIELDS,
+    (
+        *(_profile_present(name) for name in PROFILE_FIELDS),
+        Check("risk_score_in_range", _risk_score_in_range),
+    ),
+)
+
+
+def validate_transactions(bronze: DataFrame, expectations: Expectations | None = None) -> DataFrame:
+    """Bronze transactions plus ``reason`` (NULL when valid), the rules each broke and the
+    typed transaction columns; ``expectations`` say which broken rules let one pass."""
+    kafka_positions = tuple(kafka_position_columns(bronze))
+    expectations = expectations or Expectations(TRANSACTIONS.dataset)
+    return apply_validation(bronze, _transaction_validation(kafka_positions, expectations))
+
+
+@built_once
+def _transaction_validation(kafka_positions: tuple[str, ...], expectations: Expectations) -> Stages:
     doc = F.col("_doc")
-    reason = record_reason(F.col("_raw"), doc, TRANSACTION_FIELDS, (not_positive, bad_currency))
     return validation_stages(
         TRANSACTION_FIELDS,
         [
-            reason.alias("reason"),
+            *TRANSACTIONS.verdict(F.col("_raw"), doc, expectations),
             *_typed_columns(TRANSACTION_FIELDS),
             *[as_string(json_field(doc, name)).alias(name) for name in FREE_TEXT_FIELDS],
             *_metadata(kafka_positions),
@@ -113,27 +152,23 @@ def _transaction_validation(kafka_positions: tuple[str, ...]) -> Stages:
     )
 
 
-def validate_account_changes(bronze: DataFrame) -> DataFrame:
-    """Bronze account changes plus ``reason`` (NULL when valid) and the typed change columns."""
+def validate_account_changes(
+    bronze: DataFrame, expectations: Expectations | None = None
+) -> DataFrame:
+    """Bronze account changes plus ``reason`` (NULL when valid), the rules each broke and the
+    typed change columns; ``expectations`` say which broken rules let one pass."""
     kafka_positions = tuple(kafka_position_columns(bronze))
-    return apply_validation(bronze, _account_validation(kafka_positions))
+    expectations = expectations or Expectations(ACCOUNT_CHANGES.dataset)
+    return apply_validation(bronze, _account_validation(kafka_positions, expectations))
 
 
 @built_once
-def _account_validation(kafka_positions: tuple[str, ...]) -> Stages:
-    upsert = F.coalesce(field_text("operation").isin("INSERT", "UPDATE"), F.lit(False))
-    missing_profile = [
-        (upsert & field_missing(name), F.lit(f"missing field: {name} (required unless DELETE)"))
-        for name in PROFILE_FIELDS
-    ]
-    risk = field_value("risk_score")
-    out_of_range = (
-        F.coalesce((risk < 0) | (risk > 1), F.lit(False)),
-        F.concat(F.lit("risk_score is outside 0..1: "), field_text("risk_score")),
-    )
-    doc = F.col("_doc")
-    reason = record_reason(F.col("_raw"), doc, ACCOUNT_FIELDS, (*missing_profile, out_of_range))
+def _account_validation(kafka_positions: tuple[str, ...], expectations: Expectations) -> Stages:
     return validation_stages(
         ACCOUNT_FIELDS,
-        [reason.alias("reason"), *_typed_columns(ACCOUNT_FIELDS), *_metadata(kafka_positions)],
+        [
+            *ACCOUNT_CHANGES.verdict(F.col("_raw"), F.col("_doc"), expectations),
+            *_typed_columns(ACCOUNT_FIELDS),
+            *_metadata(kafka_positions),
+        ],
     )

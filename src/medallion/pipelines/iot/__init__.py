@@ -11,6 +11,7 @@ from medallion.declarations import Flow, Landing, Pipeline
 from medallion.pipelines import register
 from medallion.pipelines.iot import batches
 from medallion.pipelines.iot import tables as t
+from medallion.pipelines.iot.contract import READINGS
 from medallion.pipelines.iot.generator import generate
 from medallion.pipelines.iot.views import VIEWS
 
@@ -45,5 +46,6 @@ IOT = register(
         generate=generate,
         title="Device status",
         views=VIEWS,
+        contracts=(READINGS,),
     )
 )

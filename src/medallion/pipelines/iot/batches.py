@@ -14,7 +14,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.pipelines.iot import tables as t
-from medallion.pipelines.iot.contract import FIELDS, validate_readings
+from medallion.pipelines.iot.contract import FIELDS, READINGS, validate_readings
 from medallion.pipelines.iot.transforms import (
     KEY,
     add_minutes_clauses,
@@ -25,6 +25,7 @@ from medallion.pipelines.iot.transforms import (
 )
 from medallion.streams.exactly_once import ReplayGuard, merging_batches
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
+from medallion.streams.quality import QualityGate
 from medallion.streams.sinks import (
     Trigger,
     start_append,
@@ -53,12 +54,14 @@ def silver_batch(config: Config, checkpoint: str) -> Batch:
     app_id = transaction_app_id("silver_device_readings", checkpoint)
     known = KnownKeys(silver, KEY, kept_keys(checkpoint, silver))
     guard = ReplayGuard(checkpoint)
+    gate = QualityGate(config, "silver_device_readings", READINGS, t.SILVER.key)
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        validated = validate_readings(batch).persist()
+        validated = validate_readings(batch, gate.expectations).persist()
         firsts = first_arrivals(validated).persist()
         try:
+            quality = gate.measure(validated)  # a rule set to fail stops the batch here
             with guard.batch(spark, batch_id) as writes:
                 app = app_id(spark)
                 if validated.where(F.col("reason").isNotNull()).limit(1).count():
@@ -67,6 +70,8 @@ def silver_batch(config: Config, checkpoint: str) -> Batch:
                 if len(hashes[0]):
                     writes.append(unseen.drop(*HASH_COLUMNS), silver, app)
                     known.added(spark, hashes, writes.tag(app))
+                if quality.rows:
+                    gate.record(writes, quality, app)
         finally:
             firsts.unpersist()
             validated.unpersist()

@@ -9,19 +9,20 @@ reason naming every rule it breaks.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from medallion.contracts import (
+    Check,
     FieldRule,
     Stages,
     apply_validation,
     built_once,
     field_text,
     field_value,
-    record_reason,
     validation_stages,
 )
+from medallion.expectations import Contract, Expectations
 from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 
 STATUSES = ("ok", "warning", "error")
@@ -35,22 +36,32 @@ FIELDS = (
 READING_COLUMNS = ("device_id", "reading_timestamp", "temperature", "humidity", "status")
 
 
-def validate_readings(bronze: DataFrame) -> DataFrame:
-    """Bronze readings plus ``reason`` (NULL when valid) and the typed reading columns."""
-    return apply_validation(bronze, _validation(tuple(kafka_position_columns(bronze))))
-
-
-@built_once
-def _validation(kafka_positions: tuple[str, ...]) -> Stages:
+def _humidity_in_range() -> tuple[Column, Column]:
     humidity = field_value("humidity")
-    out_of_range = (
+    return (
         F.coalesce((humidity < 0) | (humidity > 100), F.lit(False)),
         F.concat(F.lit("humidity is outside 0..100: "), field_text("humidity")),
     )
+
+
+READINGS = Contract("device_readings", FIELDS, (Check("humidity_in_range", _humidity_in_range),))
+
+
+def validate_readings(bronze: DataFrame, expectations: Expectations | None = None) -> DataFrame:
+    """Bronze readings plus ``reason`` (NULL when valid), the rules each broke and the typed
+    reading columns; ``expectations`` say which broken rules let a reading pass."""
+    expectations = expectations or Expectations(READINGS.dataset)
+    return apply_validation(
+        bronze, _validation(tuple(kafka_position_columns(bronze)), expectations)
+    )
+
+
+@built_once
+def _validation(kafka_positions: tuple[str, ...], expectations: Expectations) -> Stages:
     return validation_stages(
         FIELDS,
         [
-            record_reason(F.col("_raw"), F.col("_doc"), FIELDS, (out_of_range,)).alias("reason"),
+            *READINGS.verdict(F.col("_raw"), F.col("_doc"), expectations),
             field_text("device_id").alias("device_id"),
             field_value("reading_timestamp").alias("reading_timestamp"),
             field_value("temperature").alias("temperature"),

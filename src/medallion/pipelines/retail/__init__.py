@@ -5,6 +5,7 @@ from __future__ import annotations
 from medallion.declarations import Pipeline
 from medallion.generate import FaultRates
 from medallion.pipelines import register
+from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, EVENTS
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.pipelines.retail.generator import generate
 from medallion.pipelines.retail.tables import TABLES
@@ -33,5 +34,6 @@ RETAIL = register(
         generate=generate_retail,
         title="Retail: gold and quality",
         views=VIEWS,
+        contracts=(EVENTS, CUSTOMER_CHANGES),
     )
 )

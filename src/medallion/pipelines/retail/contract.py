@@ -3,16 +3,8 @@ holds the rules every contract is made of)."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column
-
-from medallion.contracts import (
-    OPERATIONS,
-    FieldRule,
-    field_missing,
-    field_text,
-    make_rule,
-    record_reason,
-)
+from medallion.contracts import OPERATIONS, Check, FieldRule, field_missing, field_text
+from medallion.expectations import Contract
 
 EVENT_TYPES = ("view", "add_to_cart", "purchase")
 
@@ -33,21 +25,24 @@ CUSTOMER_FIELDS: tuple[FieldRule, ...] = (
     FieldRule("email", "string", False),
     FieldRule("country", "string", False),
     FieldRule("segment", "string", False),
-    FieldRule("operation", "string", True, OPERATIONS),
+    FieldRule("operation", "string", True, OPERATIONS, strict=True),
     FieldRule("sequence_num", "integer", True),
     FieldRule("updated_at", "timestamp", True),
 )
 
-
-def event_reason(raw: Column, doc: Column) -> Column:
-    """Why a raw event line is not a valid event, or NULL when it is valid (reads the columns
-    of ``field_value_stages(..., EVENT_FIELDS)``)."""
-    is_purchase = field_text("event_type") == "purchase"
-    no_revenue = make_rule(is_purchase & field_missing("revenue"), "purchase without revenue")
-    return record_reason(raw, doc, EVENT_FIELDS, (no_revenue,))
-
-
-def customer_reason(raw: Column, doc: Column) -> Column:
-    """Why a raw customer change line is not a valid change, or NULL when it is valid (reads
-    the columns of ``field_value_stages(..., CUSTOMER_FIELDS)``)."""
-    return record_reason(raw, doc, CUSTOMER_FIELDS)
+# What an event is (the rules read the columns of ``field_value_stages(..., EVENT_FIELDS)``).
+EVENTS = Contract(
+    "events",
+    EVENT_FIELDS,
+    (
+        Check(
+            "purchase_has_revenue",
+            lambda: (
+                (field_text("event_type") == "purchase") & field_missing("revenue"),
+                "purchase without revenue",
+            ),
+        ),
+    ),
+)
+# What a customer change is.
+CUSTOMER_CHANGES = Contract("customers", CUSTOMER_FIELDS)

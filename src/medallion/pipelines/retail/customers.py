@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
-from medallion.pipelines.retail.contract import CUSTOMER_FIELDS
+from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, CUSTOMER_FIELDS
 from medallion.pipelines.retail.transforms.customers import (
     CUSTOMERS,
     daily_revenue_by_country,
@@ -52,6 +52,7 @@ def start_bronze_customers(spark: SparkSession, config: Config, trigger: Trigger
 silver_customers_batch = apply_changes_batches(
     "silver_customers",
     CUSTOMERS,
+    CUSTOMER_CHANGES,
     validate_changes,
     "silver/customers",
     "silver/customer_tombstones",

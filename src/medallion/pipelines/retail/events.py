@@ -1,6 +1,6 @@
-"""The events pipeline's batch functions: each micro-batch of input lines through bronze,
-silver and gold in one ``foreachBatch`` (the stages fused), or silver and gold alone, each
-from its Delta source, while a rebuilt layer catches up (streams/fusion.py).
+"""The events pipeline's fused batch: each micro-batch of input lines through bronze, silver
+and gold in one ``foreachBatch`` (silver and gold alone, while a rebuilt layer catches up:
+catch_up.py).
 
 A fused batch parses each line once: the same projection gives bronze its rows and silver
 its verdicts. Its writes, the first three side by side:
@@ -35,6 +35,7 @@ from medallion.conflicts import retry_on_conflict
 from medallion.declarations import LAYERS
 from medallion.faults import pause_point
 from medallion.parallel import side_by_side
+from medallion.pipelines.retail.contract import EVENTS
 from medallion.pipelines.retail.transforms.gold import (
     HOURLY_KEYS,
     METRIC_COLUMNS,
@@ -53,6 +54,7 @@ from medallion.sql_names import TableRef
 from medallion.streams.batch_tuning import BatchCache, SizeTuning, input_bytes
 from medallion.streams.exactly_once import BatchWrites, ReplayGuard
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
+from medallion.streams.quality import QualityGate
 from medallion.streams.sinks import transaction_app_id
 from medallion.streams.stage_clock import STAGE_CLOCK, StageClock
 from medallion.streams.table_schema import check_table_schema
@@ -75,7 +77,7 @@ _ADD_METRICS = (
     + ", ".join(f"t.`{c}` = t.`{c}` + s.`{c}`" for c in METRIC_COLUMNS)
     + " WHEN NOT MATCHED THEN INSERT *"
 )
-_EVENT_COLUMNS = ("event_type", "user_id", "product_id", "revenue", "event_timestamp", "event_date")
+EVENT_COLUMNS = ("event_type", "user_id", "product_id", "revenue", "event_timestamp", "event_date")
 # How a silver row is told apart from the copies of its event_id that other batches saw.
 _ARRIVAL_COLUMNS = ("event_id", "_ingested_at", "_source_file")
 
@@ -204,7 +206,7 @@ def write_gold(
     gold's MERGE: a crash between the two replays the batch against the same keys, and the
     MERGE, already committed, is skipped by its tag.
     """
-    events = persist(new_rows.select(*_EVENT_COLUMNS))
+    events = persist(new_rows.select(*EVENT_COLUMNS))
     keys = persist(hourly_user_keys(events))
     unseen, hashes = known_users.new_rows(spark, keys)
     new_keys = persist(unseen.drop(*HASH_COLUMNS))
@@ -218,7 +220,7 @@ def write_gold(
         known_users.added(spark, hashes, writes.tag(app))
 
 
-def _summary(validated: DataFrame) -> tuple[int, int, tuple[object, object]]:
+def batch_summary(validated: DataFrame) -> tuple[int, int, tuple[object, object]]:
     """One job over a cached batch: its rows, invalid rows, and the valid rows' least and
     greatest ``_ingested_at``."""
     valid = F.col("reason").isNull()
@@ -253,6 +255,7 @@ def events_batch(
     known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
     known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
     guard = ReplayGuard(checkpoint)
+    gate = QualityGate(config, stream, EVENTS, tables.silver.key)
 
     def process(lines: DataFrame, batch_id: int) -> None:
         spark = lines.sparkSession
@@ -274,12 +277,22 @@ def events_batch(
         with clock.timing("bronze"):
             tune_for_size.before_caching(spark)
             tune_for_size(spark, None, input_bytes(lines))
-            validated = persist(validate_events(raw_lines(lines), extra, with_bronze=True))
-            rows, invalid, ingested = _summary(validated)
+            validated = persist(
+                validate_events(
+                    raw_lines(lines), extra, with_bronze=True, expectations=gate.expectations
+                )
+            )
+            rows, invalid, ingested = batch_summary(validated)
             tune_for_size(spark, rows)
         if not rows:
             return
+        # A rule set to fail stops the batch here, before any write.
+        quality = gate.measure(validated) if schema is not None else None
         app = stream_app(spark)
+
+        def record_quality() -> None:
+            assert quality is not None
+            gate.record(writes, quality, app)
 
         def bronze() -> None:
             with clock.timing("bronze"):
@@ -300,6 +313,7 @@ def events_batch(
                     merge_schema = bool(extra or schema.unexpected)
                     append_silver(tables, found, merge_schema, known_ids, writes, app)
                 pause_point("silver_events:appended")  # crash tests only
+                record_quality()
 
             def gold() -> None:
                 with clock.timing("gold"):
@@ -323,74 +337,8 @@ def events_batch(
         # that did.
         work = [bronze]
         if schema is not None:
-            work += [quarantine] * bool(invalid) + [silver_and_gold] * (rows > invalid)
+            work += [quarantine] * bool(invalid)
+            work.append(silver_and_gold if rows > invalid else record_quality)
         side_by_side(work)
-
-    return process
-
-
-def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
-    """The ``foreachBatch`` function of ``silver_events`` while it catches up on bronze (a
-    rebuilt silver): quarantine the invalid, append the valid events whose ``event_id`` silver
-    does not hold yet. Each write happens once per batch (streams/exactly_once.py)."""
-    tables = EventTables.of(config)
-    extra = config.carried("silver/events")
-    tune_for_size = SizeTuning()
-    stream = STAGE_STREAMS["silver"]
-    app_id = transaction_app_id(stream, checkpoint)
-    known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
-    guard = ReplayGuard(checkpoint)
-
-    def process(batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        persist = BatchCache()
-        try:
-            # A renamed or retyped silver column stops the stream here, before any write.
-            schema = check_table_schema(spark, tables.silver, stream, checkpoint, extra)
-            validated = validate_events(batch, extra)
-            # Only quarantined rows keep their raw line, so the cached batch is a fraction the size.
-            invalid_row = F.col("reason").isNotNull()
-            validated = persist(validated.withColumn("_raw", F.when(invalid_row, F.col("_raw"))))
-            rows, invalid, _ingested = _summary(validated)
-            tune_for_size(spark, rows)
-            app = app_id(spark)
-            with guard.batch(spark, batch_id) as writes:
-                if invalid:
-                    writes.append(quarantined_events(validated), tables.quarantine, app)
-                if rows > invalid:
-                    found = new_silver_rows(spark, validated, extra, known_ids, persist)
-                    merge_schema = bool(extra or schema.unexpected)
-                    append_silver(tables, found, merge_schema, known_ids, writes, app)
-        finally:
-            persist.release()
-
-    return process
-
-
-def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
-    """The ``foreachBatch`` function of ``gold_hourly_product_metrics`` while it catches up on
-    silver (a rebuilt gold): a batch holds rows silver inserted (silver never updates or
-    deletes one), which :func:`write_gold` adds to gold."""
-    tables = EventTables.of(config)
-    tune_for_size = SizeTuning()
-    stream = STAGE_STREAMS["gold"]
-    app_id = transaction_app_id(stream, checkpoint)
-    known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
-    guard = ReplayGuard(checkpoint)
-
-    def process(batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        persist = BatchCache()
-        try:
-            with guard.batch(spark, batch_id) as writes:
-                events = persist(batch.select(*_EVENT_COLUMNS))
-                rows = events.count()
-                if not rows:
-                    return
-                tune_for_size(spark, rows)
-                app = app_id(spark)
-                write_gold(spark, tables, events, known_users, persist, writes, app)
-        finally:
-            persist.release()
 
     return process

@@ -12,13 +12,12 @@ from medallion.declarations import Flow, Landing
 from medallion.errors import PipelineError
 from medallion.pipelines.retail import customers
 from medallion.pipelines.retail import tables as t
+from medallion.pipelines.retail.catch_up import gold_hourly_batch, silver_events_batch
 from medallion.pipelines.retail.events import (
     STAGE_STREAMS,
     STAGES,
     events_batch,
-    gold_hourly_batch,
     lost_users_refusal,
-    silver_events_batch,
 )
 from medallion.pipelines.retail.upgrade import backfill_hourly_users
 from medallion.streams.sinks import Trigger, start_delta_foreach_batch, start_foreach_batch

@@ -13,8 +13,9 @@ from medallion.contracts import (
     field_value,
     validation_stages,
 )
+from medallion.expectations import Expectations
 from medallion.json_columns import MONEY_SUM_TYPE
-from medallion.pipelines.retail.contract import CUSTOMER_FIELDS, customer_reason
+from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, CUSTOMER_FIELDS
 from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 from medallion.transforms.change_records import ChangeRecords
 
@@ -22,17 +23,21 @@ CUSTOMERS = ChangeRecords("customer_id", ("name", "email", "country", "segment")
 UNKNOWN_COUNTRY = "unknown"
 
 
-def validate_changes(bronze: DataFrame) -> DataFrame:
-    """Bronze customer rows plus ``reason`` (NULL when valid) and typed change columns."""
-    return apply_validation(bronze, _validation(tuple(kafka_position_columns(bronze))))
+def validate_changes(bronze: DataFrame, expectations: Expectations | None = None) -> DataFrame:
+    """Bronze customer rows plus ``reason`` (NULL when valid), the rules each broke and typed
+    change columns; ``expectations`` say which broken rules let a change pass (default: none)."""
+    expectations = expectations or Expectations(CUSTOMER_CHANGES.dataset)
+    return apply_validation(
+        bronze, _validation(tuple(kafka_position_columns(bronze)), expectations)
+    )
 
 
 @built_once
-def _validation(kafka_positions: tuple[str, ...]) -> Stages:
+def _validation(kafka_positions: tuple[str, ...], expectations: Expectations) -> Stages:
     return validation_stages(
         CUSTOMER_FIELDS,
         [
-            customer_reason(F.col("_raw"), F.col("_doc")).alias("reason"),
+            *CUSTOMER_CHANGES.verdict(F.col("_raw"), F.col("_doc"), expectations),
             *[
                 field_text(name).alias(name)
                 for name in ("customer_id", "name", "email", "country", "segment", "operation")

@@ -15,8 +15,9 @@ from medallion.contracts import (
     field_value,
     validation_stages,
 )
+from medallion.expectations import Expectations
 from medallion.json_columns import MONEY_TYPE, as_string, json_field
-from medallion.pipelines.retail.contract import EVENT_FIELDS, event_reason
+from medallion.pipelines.retail.contract import EVENT_FIELDS, EVENTS
 from medallion.transforms.bronze import (
     KAFKA_POSITION_COLUMNS,
     METADATA_COLUMNS,
@@ -51,8 +52,10 @@ def validate_events(
     extra_columns: Sequence[str] = (),
     with_bronze: bool = False,
     kafka: Sequence[str] | None = None,
+    expectations: Expectations | None = None,
 ) -> DataFrame:
-    """Bronze rows plus ``reason`` (NULL for a valid event) and the typed silver columns.
+    """Bronze rows plus ``reason`` (NULL for a valid event), the rules each broke
+    (``_failed_rules``, medallion/expectations.py) and the typed silver columns.
 
     ``bronze`` needs ``_raw``, ``_source_file`` and ``_ingested_at``: bronze rows, or the
     :func:`~medallion.transforms.bronze.raw_lines` of a batch of input. ``extra_columns`` are
@@ -64,16 +67,21 @@ def validate_events(
     a batch of ``raw_lines`` serves bronze and silver alike (:func:`bronze_rows` selects it).
 
     ``kafka`` names the Kafka columns of ``bronze``; when None they are found in its schema,
-    which a query function of a Declarative Pipeline may not look at.
+    which a query function of a Declarative Pipeline may not look at. ``expectations`` say
+    which broken rules let an event pass (default: none).
     """
     kafka = kafka_columns(bronze) if kafka is None else kafka
-    stages = _validation(tuple(extra_columns), tuple(kafka), with_bronze)
+    expectations = expectations or Expectations(EVENTS.dataset)
+    stages = _validation(tuple(extra_columns), tuple(kafka), with_bronze, expectations)
     return apply_validation(bronze, stages)
 
 
 @built_once
 def _validation(
-    extra_columns: tuple[str, ...], kafka: tuple[str, ...], with_bronze: bool
+    extra_columns: tuple[str, ...],
+    kafka: tuple[str, ...],
+    with_bronze: bool,
+    expectations: Expectations,
 ) -> Stages:
     """The projections of :func:`validate_events`."""
     doc = F.col("_doc")
@@ -86,7 +94,7 @@ def _validation(
         else []
     )
     result = [
-        event_reason(F.col("_raw"), doc).alias("reason"),
+        *EVENTS.verdict(F.col("_raw"), doc, expectations),
         *[
             field_text(name).alias(name)
             for name in ("event_id", "event_type", "user_id", "product_id", "category")

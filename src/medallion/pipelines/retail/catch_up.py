@@ -1,0 +1,100 @@
+"""The events pipeline's silver and gold stages each run alone, each from its Delta source,
+while a rebuilt layer catches up (streams/fusion.py); events.py holds the fused batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from medallion.config import Config
+from medallion.pipelines.retail.contract import EVENTS
+from medallion.pipelines.retail.events import (
+    EVENT_COLUMNS,
+    STAGE_STREAMS,
+    EventTables,
+    append_silver,
+    batch_summary,
+    new_silver_rows,
+    write_gold,
+)
+from medallion.pipelines.retail.transforms.gold import USER_KEY_COLUMNS
+from medallion.pipelines.retail.transforms.silver import quarantined_events, validate_events
+from medallion.streams.batch_tuning import BatchCache, SizeTuning
+from medallion.streams.exactly_once import ReplayGuard
+from medallion.streams.known_keys import KnownKeys, kept_keys
+from medallion.streams.quality import QualityGate
+from medallion.streams.sinks import transaction_app_id
+from medallion.streams.table_schema import check_table_schema
+
+
+def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of ``silver_events`` while it catches up on bronze (a
+    rebuilt silver): quarantine the invalid, append the valid events whose ``event_id`` silver
+    does not hold yet. Each write happens once per batch (streams/exactly_once.py)."""
+    tables = EventTables.of(config)
+    extra = config.carried("silver/events")
+    tune_for_size = SizeTuning()
+    stream = STAGE_STREAMS["silver"]
+    app_id = transaction_app_id(stream, checkpoint)
+    known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
+    guard = ReplayGuard(checkpoint)
+    gate = QualityGate(config, stream, EVENTS, tables.silver.key)
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        persist = BatchCache()
+        try:
+            # A renamed or retyped silver column stops the stream here, before any write.
+            schema = check_table_schema(spark, tables.silver, stream, checkpoint, extra)
+            validated = validate_events(batch, extra, expectations=gate.expectations)
+            # Only quarantined rows keep their raw line, so the cached batch is a fraction the size.
+            invalid_row = F.col("reason").isNotNull()
+            validated = persist(validated.withColumn("_raw", F.when(invalid_row, F.col("_raw"))))
+            rows, invalid, _ingested = batch_summary(validated)
+            tune_for_size(spark, rows)
+            quality = gate.measure(validated)  # a rule set to fail stops the batch here
+            app = app_id(spark)
+            with guard.batch(spark, batch_id) as writes:
+                if invalid:
+                    writes.append(quarantined_events(validated), tables.quarantine, app)
+                if rows > invalid:
+                    found = new_silver_rows(spark, validated, extra, known_ids, persist)
+                    merge_schema = bool(extra or schema.unexpected)
+                    append_silver(tables, found, merge_schema, known_ids, writes, app)
+                if rows:
+                    gate.record(writes, quality, app)
+        finally:
+            persist.release()
+
+    return process
+
+
+def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of ``gold_hourly_product_metrics`` while it catches up on
+    silver (a rebuilt gold): a batch holds rows silver inserted (silver never updates or
+    deletes one), which :func:`write_gold` adds to gold."""
+    tables = EventTables.of(config)
+    tune_for_size = SizeTuning()
+    stream = STAGE_STREAMS["gold"]
+    app_id = transaction_app_id(stream, checkpoint)
+    known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
+    guard = ReplayGuard(checkpoint)
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        persist = BatchCache()
+        try:
+            with guard.batch(spark, batch_id) as writes:
+                events = persist(batch.select(*EVENT_COLUMNS))
+                rows = events.count()
+                if not rows:
+                    return
+                tune_for_size(spark, rows)
+                app = app_id(spark)
+                write_gold(spark, tables, events, known_users, persist, writes, app)
+        finally:
+            persist.release()
+
+    return process
