@@ -82,12 +82,11 @@ def apply_changes_batches(
             spark = batch.sparkSession
             validated = validate(batch, gate.expectations).persist()
             try:
-                quality = gate.measure(validated)  # a rule set to fail stops the batch here
                 valid, deleting = F.col("reason").isNull(), F.col("operation") == "DELETE"
-                counts = validated.agg(
-                    F.count_if(~valid).alias("invalid"),
-                    F.count_if(valid & deleting).alias("deletes"),
-                ).first()
+                quality, (invalid, valid_deletes) = gate.measure(
+                    validated, F.count_if(~valid), F.count_if(valid & deleting)
+                )
+                gate.check(validated, quality)  # a rule set to fail stops the batch here
                 changes = valid_changes(records, validated)
                 newest = latest_change_per_key(records, changes)
                 # Both MERGEs below read the tombstones as they were before this batch: the
@@ -101,16 +100,20 @@ def apply_changes_batches(
                 )
                 with guard.batch(spark, batch_id) as writes:
                     app = app_id(spark)
-                    if counts["invalid"]:
-                        writes.append(quarantined_changes(records, validated), quarantine, app)
-                    writes.merge(
-                        state, live.select(*records.change_columns), [records.key], clauses, app
-                    )
-                    pause_point(f"{stream_name}:{state.name}_merged")  # crash tests only
-                    if counts["deletes"]:  # most batches have none: no MERGE's ten Spark jobs
-                        writes.merge(tombstones, deletes, [records.key], _RECORD_TOMBSTONES, app)
-                    if quality.rows:
-                        gate.record(writes, quality, app)
+
+                    def apply() -> None:
+                        if invalid:
+                            writes.append(quarantined_changes(records, validated), quarantine, app)
+                        writes.merge(
+                            state, live.select(*records.change_columns), [records.key], clauses, app
+                        )
+                        pause_point(f"{stream_name}:{state.name}_merged")  # crash tests only
+                        if valid_deletes:  # most batches have none: no MERGE's ten Spark jobs
+                            writes.merge(
+                                tombstones, deletes, [records.key], _RECORD_TOMBSTONES, app
+                            )
+
+                    gate.record_beside(writes, quality, app, apply)
             finally:
                 validated.unpersist()
 

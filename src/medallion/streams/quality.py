@@ -4,21 +4,27 @@ data-quality log, ``<lake>/_system/data_quality``, as one of the batch's writes 
 streams/exactly_once.py).
 
 A log row is one rule of one batch: the stream, the batch id, the dataset and its silver table,
-silver's version once the batch's writes committed, the rule, its action, and how many of the
-batch's rows passed and failed it.
+silver's version when the batch was validated (the batch's own writes follow it), the rule,
+its action, and how many of the batch's rows passed and failed it. The log's append runs beside
+the batch's other writes, so it costs the batch no time of its own.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
+from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.contracts import built_once
 from medallion.expectations import FAILED_RULES, Contract, Expectations, expectations_of
+from medallion.parallel import side_by_side
 from medallion.quality_log import QUALITY_SCHEMA, quality_table
 from medallion.streams.exactly_once import BatchWrites
 from medallion.tables import table_version
@@ -38,12 +44,34 @@ class BatchQuality:
 
     rows: int
     failed: dict[str, int]
+    table_version: int | None  # the silver table's version when the batch was measured
+
+
+@built_once
+def _rule_counts(names: tuple[str, ...]) -> list[Column]:
+    failed = F.col(FAILED_RULES)
+    return [F.count(F.lit(1)), *[F.count_if(F.array_contains(failed, n)) for n in names]]
+
+
+_LOG_ROWS_TYPE = (
+    "array<struct<"
+    + ", ".join(f"{name}: {kind}" for name, kind in (c.split() for c in QUALITY_SCHEMA.split(", ")))
+    + ">>"
+)
+
+
+def _log_rows(rows: list[tuple]) -> Column:
+    """The log's rows as one JSON literal, parsed in the JVM: no Python worker, unlike
+    ``createDataFrame``, and a few Py4J calls whatever the number of rules."""
+    names = [column.split()[0] for column in QUALITY_SCHEMA.split(", ")]
+    text = json.dumps([dict(zip(names, row, strict=True)) for row in rows], default=str)
+    return F.inline(F.from_json(F.lit(text), _LOG_ROWS_TYPE))
 
 
 class QualityGate:
     """One stream's expectations over one dataset: :meth:`measure` each validated batch (rows
-    with :data:`~medallion.expectations.FAILED_RULES`), then :meth:`record` it once the batch
-    has written ``table``."""
+    with :data:`~medallion.expectations.FAILED_RULES`), :meth:`check` it before writing, then
+    :meth:`record` it beside the batch's writes (:meth:`record_beside`)."""
 
     def __init__(self, config: Config, stream: str, contract: Contract, table_key: str) -> None:
         self.stream = stream
@@ -52,21 +80,24 @@ class QualityGate:
         self.table = config.table(table_key)
         self.log = quality_table(config)
 
-    def measure(self, validated: DataFrame) -> BatchQuality:
-        """Count each rule's failures in one Spark job; raise :class:`ExpectationFailedError` when a
-        ``fail`` rule is broken beyond its threshold."""
+    def measure(self, validated: DataFrame, *more: Column) -> tuple[BatchQuality, list[Any]]:
+        """Each rule's failures, and the values of the aggregates ``more``, in one Spark job."""
         names = self.contract.rule_names
-        failed = F.col(FAILED_RULES)
-        counts = validated.agg(
-            F.count(F.lit(1)), *[F.count_if(F.array_contains(failed, n)) for n in names]
-        ).first()
-        assert counts is not None
-        quality = BatchQuality(int(counts[0]), dict(zip(names, map(int, counts[1:]), strict=True)))
+        row = validated.agg(*more, *_rule_counts(names)).first()
+        assert row is not None
+        values = list(row)
+        counts = values[len(more) :]
+        failed = dict(zip(names, map(int, counts[1:]), strict=True))
+        version = table_version(validated.sparkSession, self.table)
+        return BatchQuality(int(counts[0]), failed, version), values[: len(more)]
+
+    def check(self, validated: DataFrame, quality: BatchQuality) -> None:
+        """Raise :class:`ExpectationFailedError` when a rule set to ``fail`` was broken by
+        more of the batch's rows than its threshold allows."""
         for rule, threshold in self.expectations.failing:
             broken = quality.failed[rule]
             if broken and Decimal(broken) > threshold * quality.rows:
                 raise ExpectationFailedError(self._failure(validated, rule, broken, quality.rows))
-        return quality
 
     def _failure(self, validated: DataFrame, rule: str, broken: int, rows: int) -> str:
         lines = (
@@ -86,15 +117,14 @@ class QualityGate:
     def record(self, writes: BatchWrites, quality: BatchQuality, app_id: str) -> None:
         """Append the batch's counts to the data-quality log, as ``app_id``'s write of it."""
         spark: SparkSession = writes.spark
-        version = table_version(spark, self.table)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(timezone.utc).isoformat()
         rows = [
             (
                 self.stream,
                 writes.batch_id,
                 self.contract.dataset,
                 self.table.key,
-                version,
+                quality.table_version,
                 rule,
                 self.expectations.action(rule),
                 quality.rows - failed,
@@ -103,4 +133,11 @@ class QualityGate:
             )
             for rule, failed in quality.failed.items()
         ]
-        writes.append(spark.createDataFrame(rows, QUALITY_SCHEMA), self.log, app_id)
+        writes.append(spark.range(1).select(_log_rows(rows)), self.log, app_id)
+
+    def record_beside(
+        self, writes: BatchWrites, quality: BatchQuality, app_id: str, write: Callable[[], None]
+    ) -> None:
+        """Run the batch's ``write`` and :meth:`record` side by side: the log's commit does
+        not hold the batch up."""
+        side_by_side([write, lambda: self.record(writes, quality, app_id)])

@@ -99,20 +99,23 @@ def transactions_batch(config: Config, checkpoint: str) -> Batch:
         validated = validate_transactions(batch, gate.expectations).persist()
         firsts = first_arrivals(validated).persist()
         try:
-            quality = gate.measure(validated)  # a rule set to fail stops the batch here
+            quality, (invalid,) = gate.measure(validated, F.count_if(F.col("reason").isNotNull()))
+            gate.check(validated, quality)  # a rule set to fail stops the batch here
             with guard.batch(spark, batch_id) as writes:
                 app = app_id(spark)
-                if validated.where(F.col("reason").isNotNull()).limit(1).count():
-                    writes.append(quarantined_transactions(validated), quarantine, app)
-                pause_point("silver_transactions:quarantined")  # crash tests only
-                unseen, hashes = known.new_rows(spark, firsts)
-                if len(hashes[0]):
-                    accounts_now = read_table(spark, accounts)
-                    screened = screen(unseen.drop(*HASH_COLUMNS), accounts_now, rules)
-                    writes.append(screened, silver, app)
-                    known.added(spark, hashes, writes.tag(app))
-                if quality.rows:
-                    gate.record(writes, quality, app)
+
+                def write() -> None:
+                    if invalid:
+                        writes.append(quarantined_transactions(validated), quarantine, app)
+                    pause_point("silver_transactions:quarantined")  # crash tests only
+                    unseen, hashes = known.new_rows(spark, firsts)
+                    if len(hashes[0]):
+                        accounts_now = read_table(spark, accounts)
+                        screened = screen(unseen.drop(*HASH_COLUMNS), accounts_now, rules)
+                        writes.append(screened, silver, app)
+                        known.added(spark, hashes, writes.tag(app))
+
+                gate.record_beside(writes, quality, app, write)
         finally:
             firsts.unpersist()
             validated.unpersist()

@@ -52,19 +52,23 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
             # Only quarantined rows keep their raw line, so the cached batch is a fraction the size.
             invalid_row = F.col("reason").isNotNull()
             validated = persist(validated.withColumn("_raw", F.when(invalid_row, F.col("_raw"))))
-            rows, invalid, _ingested = batch_summary(validated)
+            quality, invalid, _ingested = batch_summary(validated, gate)
+            rows = quality.rows
             tune_for_size(spark, rows)
-            quality = gate.measure(validated)  # a rule set to fail stops the batch here
+            gate.check(validated, quality)  # a rule set to fail stops the batch here
             app = app_id(spark)
             with guard.batch(spark, batch_id) as writes:
-                if invalid:
-                    writes.append(quarantined_events(validated), tables.quarantine, app)
-                if rows > invalid:
-                    found = new_silver_rows(spark, validated, extra, known_ids, persist)
-                    merge_schema = bool(extra or schema.unexpected)
-                    append_silver(tables, found, merge_schema, known_ids, writes, app)
+
+                def write() -> None:
+                    if invalid:
+                        writes.append(quarantined_events(validated), tables.quarantine, app)
+                    if rows > invalid:
+                        found = new_silver_rows(spark, validated, extra, known_ids, persist)
+                        merge_schema = bool(extra or schema.unexpected)
+                        append_silver(tables, found, merge_schema, known_ids, writes, app)
+
                 if rows:
-                    gate.record(writes, quality, app)
+                    gate.record_beside(writes, quality, app, write)
         finally:
             persist.release()
 

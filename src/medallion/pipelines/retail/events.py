@@ -54,7 +54,7 @@ from medallion.sql_names import TableRef
 from medallion.streams.batch_tuning import BatchCache, SizeTuning, input_bytes
 from medallion.streams.exactly_once import BatchWrites, ReplayGuard
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
-from medallion.streams.quality import QualityGate
+from medallion.streams.quality import BatchQuality, QualityGate
 from medallion.streams.sinks import transaction_app_id
 from medallion.streams.stage_clock import STAGE_CLOCK, StageClock
 from medallion.streams.table_schema import check_table_schema
@@ -220,18 +220,19 @@ def write_gold(
         known_users.added(spark, hashes, writes.tag(app))
 
 
-def batch_summary(validated: DataFrame) -> tuple[int, int, tuple[object, object]]:
-    """One job over a cached batch: its rows, invalid rows, and the valid rows' least and
-    greatest ``_ingested_at``."""
+def batch_summary(
+    validated: DataFrame, gate: QualityGate
+) -> tuple[BatchQuality, int, tuple[object, object]]:
+    """One job over a cached batch: each rule's failures (with its rows), its invalid rows, and
+    the valid rows' least and greatest ``_ingested_at``."""
     valid = F.col("reason").isNull()
-    row = validated.agg(
-        F.count("*"),
+    quality, (invalid, low, high) = gate.measure(
+        validated,
         F.count(F.when(~valid, 1)),
         F.min(F.when(valid, F.col("_ingested_at"))),
         F.max(F.when(valid, F.col("_ingested_at"))),
-    ).first()
-    assert row is not None
-    return int(row[0]), int(row[1]), (row[2], row[3])
+    )
+    return quality, int(invalid), (low, high)
 
 
 def events_batch(
@@ -282,16 +283,16 @@ def events_batch(
                     raw_lines(lines), extra, with_bronze=True, expectations=gate.expectations
                 )
             )
-            rows, invalid, ingested = batch_summary(validated)
+            quality, invalid, ingested = batch_summary(validated, gate)
+            rows = quality.rows
             tune_for_size(spark, rows)
         if not rows:
             return
-        # A rule set to fail stops the batch here, before any write.
-        quality = gate.measure(validated) if schema is not None else None
+        if schema is not None:
+            gate.check(validated, quality)  # a rule set to fail stops the batch here
         app = stream_app(spark)
 
         def record_quality() -> None:
-            assert quality is not None
             gate.record(writes, quality, app)
 
         def bronze() -> None:
@@ -313,7 +314,6 @@ def events_batch(
                     merge_schema = bool(extra or schema.unexpected)
                     append_silver(tables, found, merge_schema, known_ids, writes, app)
                 pause_point("silver_events:appended")  # crash tests only
-                record_quality()
 
             def gold() -> None:
                 with clock.timing("gold"):
@@ -337,8 +337,8 @@ def events_batch(
         # that did.
         work = [bronze]
         if schema is not None:
-            work += [quarantine] * bool(invalid)
-            work.append(silver_and_gold if rows > invalid else record_quality)
+            work += [quarantine] * bool(invalid) + [silver_and_gold] * (rows > invalid)
+            work.append(record_quality)  # the data-quality log
         side_by_side(work)
 
     return process
