@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from medallion import __version__, console
 from medallion.argtypes import AT_LEAST_ONE, COUNT, POSITIVE_SECONDS, SHARE
 from medallion.bundle.cli import add_job_parser, cmd_job
+from medallion.cli_parser import CommandParser, flags_anywhere
 from medallion.config import Config
 from medallion.data_commands import cmd_changes, cmd_generate, cmd_show
 from medallion.declarations import LAYERS
@@ -50,26 +51,22 @@ MEDALLION_LAKE and MEDALLION_LANDING give --lake and --landing their defaults.
 Each command's --help has more."""
 
 
-class _Help(argparse.RawDescriptionHelpFormatter):
-    """Examples as written, and each flag's default after its help (when it has one)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        if "%(default)" in text or default in (None, False, [], argparse.SUPPRESS):
-            return text
-        return f"{text} (default: %(default)s)"
+VERBOSE = (
+    ("-v", "--verbose"),
+    {"action": "store_true", "help": "show every log line and the JVM's output"},
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="medallion", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=_Help
+    parser = CommandParser(
+        prog="medallion",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        anywhere=[flags_anywhere(VERBOSE)],  # -v after a subcommand too
     )
     parser.add_argument("--version", action="version", version=f"medallion {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="show every log line and the JVM's output"
-    )
+    parser.add_argument(*VERBOSE[0], **VERBOSE[1])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     gen = sub.add_parser(
@@ -234,32 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_job_parser(sub)  # medallion job list | run: the bundle's jobs (docs/bundle.md)
 
     add_ops_parsers(sub)  # maintain | status | reset | quarantine | pipelines (docs/operations.md)
-    _everywhere(parser)
     return parser
-
-
-def _everywhere(parser: argparse.ArgumentParser, inherited: Sequence[argparse.Action] = ()) -> None:
-    """Give every subcommand the help formatter and the flags of the commands above it
-    (``-v``; ``job``'s ``--bundle``), so they may come anywhere: ``medallion run ... -v``."""
-    own = [a for a in parser._actions if a.option_strings and a.dest not in ("help", "version")]
-    for action in parser._actions:
-        if not isinstance(action, argparse._SubParsersAction):
-            continue
-        for child in action.choices.values():
-            child.formatter_class = _Help
-            for flag in [*inherited, *own]:
-                if not any(
-                    set(flag.option_strings) & set(a.option_strings) for a in child._actions
-                ):
-                    kind = "store_true" if isinstance(flag, argparse._StoreTrueAction) else "store"
-                    child.add_argument(
-                        *flag.option_strings,
-                        dest=flag.dest,
-                        action=kind,
-                        default=argparse.SUPPRESS,
-                        help=flag.help,
-                    )
-            _everywhere(child, [*inherited, *own])
 
 
 COMMANDS = {

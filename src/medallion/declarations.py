@@ -21,7 +21,7 @@ from medallion.errors import ConfigError
 from medallion.sql_names import validate_identifier
 
 if TYPE_CHECKING:
-    from medallion.expectations import Contract
+    from medallion.contract_rules import Contract
 
 LAYERS = ("bronze", "silver", "gold")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from medallion.config import Config
 from medallion.sql_names import TableRef
 
+QUALITY_TABLE_KEY = "_system/data_quality"
 QUALITY_SCHEMA = (
     "stream STRING, batch_id BIGINT, dataset STRING, table_name STRING, table_version BIGINT, "
     "rule STRING, action STRING, passed BIGINT, failed BIGINT, recorded_at TIMESTAMP"
@@ -15,7 +16,7 @@ QUALITY_PROPERTIES = {"delta.appendOnly": "true", "delta.checkpointInterval": "1
 
 def quality_table(config: Config) -> TableRef:
     """The data-quality log of the lake of ``config``."""
-    return config.system_table("data_quality")
+    return config.system_table(QUALITY_TABLE_KEY.removeprefix("_system/"))
 
 
 def quality_table_spec(config: Config) -> tuple[TableRef, str, dict[str, str]]:

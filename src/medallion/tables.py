@@ -282,7 +282,8 @@ def ensure_tables(
     register_names: bool = True,
 ) -> None:
     """Create every contract table that is missing, the data-quality log (quality_log.py) and
-    ``more`` ((table, columns, properties)), then register them all by name (unless ``register_names`` is False)."""
+    ``more`` ((table, columns, properties)), then register them all by name (unless
+    ``register_names`` is False)."""
     with stream_locks(config, [SETUP_LOCK], "create tables", wait_seconds=300):
         if config.uses_unity_catalog:
             spark.sql(

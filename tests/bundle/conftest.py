@@ -53,6 +53,7 @@ def workspace(monkeypatch):
 
 
 GOLD = "gold/hourly_product_metrics"
+EXPECTATION_SETTING = "expect.transactions.currency_code=fail:0.99"
 
 
 @dataclass
@@ -143,7 +144,10 @@ def _run_the_new_pipelines_jobs(spark, landing: Path, config, run) -> None:
 
     generate_input(str(landing), ["banking", "iot"], records=150, files=1, seed=23)
     banking = Deliveries(landing, Rules(risk_score_above=0.3))
-    run("banking", "medallion_banking", {"settings": "fraud_risk_score_above=0.3"})
+    # An expectation through the same parameter: fail beyond 99% of a batch, so these
+    # records are quarantined as by default (test_local_jobs checks the action logged).
+    settings = f"fraud_risk_score_above=0.3,{EXPECTATION_SETTING}"
+    run("banking", "medallion_banking", {"settings": settings})
     assert_banking_matches(spark, config, banking.ran())
     run("iot", "medallion_iot")
     assert_iot_matches(spark, config, iot_expected(landing))

@@ -9,9 +9,11 @@ from __future__ import annotations
 import nbformat
 import pytest
 from bundle_support import ROOT
+from pyspark.sql import functions as F
 
 from medallion.cli import main
-from medallion.tables import history
+from medallion.quality_log import quality_table
+from medallion.tables import history, read_table
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -56,6 +58,19 @@ def test_the_banking_and_iot_jobs_run_their_pipeline_only(local_jobs):
         assert "events" not in "".join(r.text for r in runs), name
     assert "gold/fraud_alerts" in local_jobs.runs["banking"][2].text
     assert "gold/device_status" in local_jobs.runs["iot"][2].text
+
+
+def test_an_expectation_given_in_the_settings_job_parameter_reaches_the_silver_stream(
+    spark, local_jobs
+):
+    log = read_table(spark, quality_table(local_jobs.config))
+    first = log.where("dataset = 'transactions'").agg(F.min("batch_id")).first()[0]
+    actions = {
+        (r.rule, r.action)
+        for r in log.where(f"dataset = 'transactions' AND batch_id = {first}").collect()
+    }
+    assert ("currency_code", "fail") in actions  # the banking job's first batch
+    assert ("amount_positive", "quarantine") in actions
 
 
 def test_the_serverless_variant_and_maintenance_change_no_rows(spark, local_jobs):

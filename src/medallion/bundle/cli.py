@@ -13,6 +13,7 @@ from medallion import console
 from medallion.bundle.local_run import JobFailed, run_job_locally
 from medallion.bundle.resolve import LOCAL_TARGET, Bundle, BundleError
 from medallion.bundle.workspace import find_job_id, run_job, workspace_client
+from medallion.cli_parser import flags_anywhere
 from medallion.ops.cli import LAKE_VARIABLE, LANDING_VARIABLE, add_output_argument, print_json
 
 
@@ -28,8 +29,13 @@ def _pairs(values: Sequence[str] | None, what: str) -> dict[str, str]:
 
 def add_job_parser(subparsers: argparse._SubParsersAction) -> None:
     """Add ``medallion job list`` and ``medallion job run`` to the CLI's subcommands."""
-    job = subparsers.add_parser("job", help="list the bundle's jobs, or run one (here or deployed)")
-    job.add_argument("--bundle", help="folder of databricks.yml (default: found from here)")
+    bundle = (("--bundle",), {"help": "folder of databricks.yml (default: found from here)"})
+    job = subparsers.add_parser(
+        "job",
+        help="list the bundle's jobs, or run one (here or deployed)",
+        anywhere=[flags_anywhere(bundle)],  # job run X --bundle DIR too
+    )
+    job.add_argument(*bundle[0], **bundle[1])
     actions = job.add_subparsers(dest="job_command", required=True)
     listing = actions.add_parser("list", help="one line per job: its key, then its tasks")
     listing.add_argument("--target", default=LOCAL_TARGET, help="bundle target")

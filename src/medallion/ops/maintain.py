@@ -39,6 +39,7 @@ from medallion.delta_log import latest_checksum
 from medallion.errors import ConfigError
 from medallion.ops.stream_lag import stream_lags
 from medallion.pipelines import all_tables
+from medallion.quality_log import QUALITY_TABLE_KEY
 from medallion.sql_names import TableRef
 from medallion.streams.progress import PROGRESS_TABLE_KEY, lake_table
 from medallion.tables import file_stats, table_exists
@@ -116,8 +117,8 @@ def retention_for(key: str, hours: float) -> float:
 
 def maintained_tables(config: Config, only: Sequence[str] = ()) -> list[TableRef]:
     """The tables to maintain: ``only`` (keys), or every table of the Config's pipelines and
-    the progress table."""
-    known = [*(t.key for t in config.tables()), PROGRESS_TABLE_KEY]
+    the progress and data-quality logs."""
+    known = [*(t.key for t in config.tables()), PROGRESS_TABLE_KEY, QUALITY_TABLE_KEY]
     for key in only:
         if key not in known:
             raise ConfigError(f"unknown table {key!r}; known tables: {', '.join(known)}")

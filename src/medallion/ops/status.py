@@ -29,6 +29,7 @@ from medallion.console import plural, table
 from medallion.gaps import describe_gap, gaps_table, recorded_gaps
 from medallion.ops.quality import failure_rates, render_rates
 from medallion.ops.stream_lag import StreamLag, stream_lags
+from medallion.quality_log import quality_table
 from medallion.sql_names import TableRef
 from medallion.storage import list_names
 from medallion.streams import checkpoint_files as checkpoints
@@ -176,7 +177,7 @@ def stream_status(
 
 def lake_status(spark: SparkSession, config: Config, landing: str | None = None) -> dict[str, Any]:
     """Everything ``medallion status`` shows, as plain data (what ``--json`` prints)."""
-    tables = [*config.tables(), progress_table(config)]
+    tables = [*config.tables(), progress_table(config), quality_table(config)]
     progress = _last_progress(spark, config)
     gaps = recorded_gaps(spark, config)
     return {

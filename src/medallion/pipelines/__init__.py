@@ -13,12 +13,14 @@ import importlib
 import os
 import pkgutil
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from medallion.declarations import Flow, Pipeline, Setting, Table, landing_datasets
 
 if TYPE_CHECKING:
-    from medallion.expectations import Contract
+    from medallion.contract_rules import Contract
+
+T = TypeVar("T")
 
 EXTRA_PIPELINES_VARIABLE = "MEDALLION_PIPELINES"
 _REGISTERED: dict[str, Pipeline] = {}
@@ -124,21 +126,21 @@ def declared_table(key: str) -> Table:
         raise KeyError(f"unknown table {key!r}; known tables: {', '.join(tables)}") from None
 
 
+def _declared(kind: str, known_as: str, declared: dict[str, T], name: str) -> T:
+    try:
+        return declared[name]
+    except KeyError:
+        known = ", ".join(sorted(declared)) or "none"
+        raise KeyError(f"unknown {kind} {name!r}; {known_as}: {known}") from None
+
+
 def declared_contract(dataset: str) -> Contract:
     """The contract of the input dataset ``dataset``; :class:`KeyError` names the known ones."""
     contracts = {c.dataset: c for p in pipelines() for c in p.contracts}
-    try:
-        return contracts[dataset]
-    except KeyError:
-        known = ", ".join(sorted(contracts)) or "none"
-        raise KeyError(f"unknown dataset {dataset!r}; datasets with a contract: {known}") from None
+    return _declared("dataset", "datasets with a contract", contracts, dataset)
 
 
 def declared_setting(name: str) -> Setting:
     """The declaration of the setting ``name``; :class:`KeyError` names the known ones."""
     settings = {s.name: s for p in pipelines() for s in p.settings}
-    try:
-        return settings[name]
-    except KeyError:
-        known = ", ".join(sorted(settings)) or "none"
-        raise KeyError(f"unknown setting {name!r}; known settings: {known}") from None
+    return _declared("setting", "known settings", settings, name)

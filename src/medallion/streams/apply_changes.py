@@ -9,7 +9,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from medallion.config import Config
-from medallion.expectations import Contract, Expectations
+from medallion.contract_rules import Contract
+from medallion.expectations import Expectations
 from medallion.faults import pause_point
 from medallion.streams.exactly_once import ReplayGuard
 from medallion.streams.quality import QualityGate

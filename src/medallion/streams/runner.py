@@ -19,6 +19,7 @@ from medallion.declarations import landing_datasets
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
+from medallion.quality_log import quality_table
 from medallion.session import is_connect_session
 from medallion.sql_names import TableRef
 from medallion.storage import folder_exists
@@ -53,9 +54,9 @@ LANDING_CHECK_SECONDS = 30.0
 
 
 def _written_tables(config: Config, flows: Sequence[Flow]) -> list[TableRef]:
-    """The tables the flows write, and the progress table the run appends to."""
+    """The tables the flows write, and the progress and data-quality logs the run appends to."""
     keys = dict.fromkeys(key for flow in flows for key in flow.writes)
-    return [*(config.table(key) for key in keys), progress_table(config)]
+    return [*(config.table(key) for key in keys), progress_table(config), quality_table(config)]
 
 
 def _prepare(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from medallion.contract_rules import Contract
 from medallion.contracts import (
     Check,
     FieldRule,
@@ -22,7 +23,7 @@ from medallion.contracts import (
     field_value,
     validation_stages,
 )
-from medallion.expectations import Contract, Expectations
+from medallion.expectations import Expectations
 from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 
 STATUSES = ("ok", "warning", "error")

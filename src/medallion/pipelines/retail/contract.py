@@ -3,8 +3,8 @@ holds the rules every contract is made of)."""
 
 from __future__ import annotations
 
+from medallion.contract_rules import Contract
 from medallion.contracts import OPERATIONS, Check, FieldRule, field_missing, field_text
-from medallion.expectations import Contract
 
 EVENT_TYPES = ("view", "add_to_cart", "purchase")
 

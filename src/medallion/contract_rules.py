@@ -1,0 +1,116 @@
+"""A dataset's contract as named rules (medallion/expectations.py says what each does), and the
+Columns that judge a record by them: why it is quarantined, and every rule it broke."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from medallion.contracts import Check, FieldRule, field_checks
+from medallion.expectations import FAILED_RULES, Expectations
+from medallion.json_columns import JSON_WHITESPACE, REPLACEMENT_CHARACTER, json_kind, strip_bom
+from medallion.sql_names import validate_identifier
+
+
+def _structural(raw: Column, doc: Column) -> list[tuple[str, Column, Column]]:
+    """Why a line is not one JSON object at all, first match wins: (rule, condition, reason)."""
+    keys = F.json_object_keys(strip_bom(raw))
+    not_json = doc.isNull()
+    return [
+        # The file source decodes bytes that are not UTF-8 to U+FFFD: the content is altered.
+        (
+            "valid_utf8",
+            raw.contains(REPLACEMENT_CHARACTER),
+            F.lit("invalid UTF-8: bytes replaced by U+FFFD"),
+        ),
+        (
+            "unique_keys",
+            not_json & keys.isNotNull() & (F.size(keys) != F.size(F.array_distinct(keys))),
+            F.lit("malformed JSON: duplicate key in object"),
+        ),
+        ("parseable_json", not_json, F.lit("malformed JSON: not parseable")),
+        (
+            # The line is JSON here, so after its byte-order mark it holds no other one.
+            "json_object",
+            ~F.ltrim(raw, F.lit(JSON_WHITESPACE + "\ufeff")).startswith("{"),
+            F.concat(F.lit("not a JSON object: got "), json_kind(doc)),
+        ),
+    ]
+
+
+STRUCTURAL_RULES = ("valid_utf8", "unique_keys", "parseable_json", "json_object")
+
+
+def _any(conditions: Iterable[Column]) -> Column:
+    return reduce(lambda a, b: a | b, conditions, F.lit(False))
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What a record of ``dataset`` must be: its fields (medallion/contracts.py makes their
+    rules) and the dataset's own ``checks``."""
+
+    dataset: str
+    fields: tuple[FieldRule, ...]
+    checks: tuple[Check, ...] = ()
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.dataset, "dataset")
+        names = self.rule_names
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"contract {self.dataset}: rules named twice: {', '.join(twice)}")
+
+    def content_checks(self) -> tuple[Check, ...]:
+        """The rules of a line that is one JSON object: its fields', then its own."""
+        return (*(c for f in self.fields for c in field_checks(f)), *self.checks)
+
+    @property
+    def rule_names(self) -> tuple[str, ...]:
+        return (*STRUCTURAL_RULES, *(c.name for c in self.content_checks()))
+
+    @property
+    def warnable(self) -> frozenset[str]:
+        return frozenset(c.name for c in self.content_checks() if c.can_warn)
+
+    def verdict(self, raw: Column, doc: Column, expectations: Expectations) -> list[Column]:
+        """``reason`` (why the record is quarantined, or NULL: every broken rule whose action
+        is not ``warn``, joined by ``"; "``) and :data:`FAILED_RULES` (every rule it broke).
+
+        ``doc`` is ``parse_json_line(raw)``, and the fields' columns come from
+        ``field_value_stages``. A line that is not one JSON object breaks one structural rule
+        and no other. A valid record costs the rules' conditions only.
+        """
+        structural = _structural(raw, doc)
+        structural_reason = reduce(
+            lambda chain, rule: chain.when(rule[1], rule[2]),
+            structural[1:],
+            F.when(structural[0][1], structural[0][2]),
+        )
+        structural_rule = reduce(
+            lambda chain, rule: chain.when(rule[1], F.lit(rule[0])),
+            structural[1:],
+            F.when(structural[0][1], F.lit(structural[0][0])),
+        )
+        built = [(c.name, *c.build()) for c in self.content_checks()]
+        rules = [
+            (n, cond, msg if isinstance(msg, Column) else F.lit(msg)) for n, cond, msg in built
+        ]
+        stopping = [r for r in rules if r[0] not in expectations.warned]
+        content_reason = F.when(
+            _any(c for _, c, _ in stopping),
+            F.array_join(F.array_compact(F.array(*[F.when(c, m) for _, c, m in stopping])), "; "),
+        )
+        reason = F.coalesce(structural_reason, F.nullif(content_reason, F.lit("")))
+        broken = F.array_compact(F.array(*[F.when(c, F.lit(n)) for n, c, _ in rules]))
+        none: Column = F.array().cast("array<string>")
+        failed_rules = (
+            F.when(structural_rule.isNotNull(), F.array(structural_rule))
+            .when(_any(c for _, c, _ in rules), broken)
+            .otherwise(none)
+        )
+        return [reason.alias("reason"), failed_rules.alias(FAILED_RULES)]
