@@ -8,21 +8,21 @@ import json
 import re
 from decimal import Decimal
 
-from oracle import BLANK, EVENT_TYPES, TIMESTAMP_HIGH, TIMESTAMP_LOW, _json_number, parse_timestamp
+from oracle import (
+    BLANK,
+    EVENT_TYPES,
+    FOUR_PLACES,
+    TIMESTAMP_HIGH,
+    TIMESTAMP_LOW,
+    _Duplicate,
+    _json_number,
+    _no_duplicates,
+    _reject_constant,
+    parse_timestamp,
+)
 
 NO_ZONE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?")
 ANY_OFFSET = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?[+-]\d{2}:\d{2}")
-
-
-class _Duplicate(ValueError):
-    pass
-
-
-def _pairs(pairs):
-    keys = [k for k, _ in pairs]
-    if len(keys) != len(set(keys)):
-        raise _Duplicate()
-    return dict(pairs)
 
 
 def _structural(line: str) -> tuple[str | None, object]:
@@ -30,7 +30,10 @@ def _structural(line: str) -> tuple[str | None, object]:
         return "valid_utf8", None
     try:
         doc = json.loads(
-            line.removeprefix("\ufeff"), object_pairs_hook=_pairs, parse_float=_json_number
+            line.removeprefix("\ufeff"),
+            object_pairs_hook=_no_duplicates,
+            parse_float=_json_number,
+            parse_constant=_reject_constant,
         )
     except _Duplicate:
         return "unique_keys", None
@@ -73,7 +76,7 @@ def _revenue(value) -> str | None:
     if value < 0:
         return "revenue_not_negative"
     number = Decimal(value)
-    fits = number < Decimal(10) ** 14 and number.quantize(Decimal("0.0001")) == number
+    fits = number < Decimal(10) ** 14 and number.quantize(FOUR_PLACES) == number
     return None if fits else "revenue_fits"
 
 

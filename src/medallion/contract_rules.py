@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import reduce
+from functools import cached_property, reduce
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -65,17 +65,18 @@ class Contract:
         if twice:
             raise ValueError(f"contract {self.dataset}: rules named twice: {', '.join(twice)}")
 
+    @cached_property
     def content_checks(self) -> tuple[Check, ...]:
         """The rules of a line that is one JSON object: its fields', then its own."""
         return (*(c for f in self.fields for c in field_checks(f)), *self.checks)
 
-    @property
+    @cached_property
     def rule_names(self) -> tuple[str, ...]:
-        return (*STRUCTURAL_RULES, *(c.name for c in self.content_checks()))
+        return (*STRUCTURAL_RULES, *(c.name for c in self.content_checks))
 
-    @property
+    @cached_property
     def warnable(self) -> frozenset[str]:
-        return frozenset(c.name for c in self.content_checks() if c.can_warn)
+        return frozenset(c.name for c in self.content_checks if c.can_warn)
 
     def verdict(self, raw: Column, doc: Column, expectations: Expectations) -> list[Column]:
         """``reason`` (why the record is quarantined, or NULL: every broken rule whose action
@@ -96,7 +97,7 @@ class Contract:
             structural[1:],
             F.when(structural[0][1], F.lit(structural[0][0])),
         )
-        built = [(c.name, *c.build()) for c in self.content_checks()]
+        built = [(c.name, *c.build()) for c in self.content_checks]
         rules = [
             (n, cond, msg if isinstance(msg, Column) else F.lit(msg)) for n, cond, msg in built
         ]

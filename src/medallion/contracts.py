@@ -241,8 +241,10 @@ def field_checks(rule: FieldRule) -> list[Check]:
         return ~missing() & _has_kind(schema(), expected)
 
     def unparsed() -> Column:
-        # Every timestamp pattern runs only for a timestamp that did not parse: a parsed one
-        # matched TIMESTAMP_PATTERN, which has a zone in range (AND stops at the first false).
+        # Of the right JSON kind but without a typed value: a timestamp that did not parse, a
+        # fraction for an integer, a number that is not finite. Every timestamp pattern runs
+        # only for such a timestamp: a parsed one matched TIMESTAMP_PATTERN, which has a zone
+        # in range (AND stops at the first false).
         return well_typed() & field_value(name).isNull()
 
     def no_zone() -> Column:
@@ -341,31 +343,26 @@ def field_checks(rule: FieldRule) -> list[Check]:
             Check(
                 f"{name}_integer",
                 lambda: (
-                    well_typed() & field_value(name).isNull(),
+                    unparsed(),
                     F.concat(F.lit(f"{name} must be an integer, got "), _quoted(text())),
                 ),
                 optional,
             )
         )
-    if kind == "number":
+    if kind == "number" or kind in _EXACT_NUMBER_KINDS:
+        # A number's typed value is NULL unless finite; an exact one is checked as a double.
+        exact = kind in _EXACT_NUMBER_KINDS
         checks.append(
             Check(
                 f"{name}_finite",
                 lambda: (
-                    well_typed() & field_value(name).isNull(),
+                    well_typed() & not_finite() if exact else unparsed(),
                     f"{name} is not a finite number",
                 ),
                 optional,
             )
         )
     if kind in _EXACT_NUMBER_KINDS:
-        checks.append(
-            Check(
-                f"{name}_finite",
-                lambda: (well_typed() & not_finite(), f"{name} is not a finite number"),
-                optional,
-            )
-        )
         if kind == "money":
             checks.append(
                 Check(

@@ -54,17 +54,14 @@ def _rule_counts(names: tuple[str, ...]) -> list[Column]:
     return [F.count(F.lit(1)), *[F.count_if(F.array_contains(failed, n)) for n in names]]
 
 
-_LOG_ROWS_TYPE = (
-    "array<struct<"
-    + ", ".join(f"{name}: {kind}" for name, kind in (c.split() for c in QUALITY_SCHEMA.split(", ")))
-    + ">>"
-)
+_LOG_COLUMNS = [column.split() for column in QUALITY_SCHEMA.split(", ")]  # [name, type]
+_LOG_ROWS_TYPE = f"array<struct<{', '.join(f'{name}: {kind}' for name, kind in _LOG_COLUMNS)}>>"
 
 
 def _log_rows(rows: list[tuple]) -> Column:
     """The log's rows as one JSON literal, parsed in the JVM: no Python worker, unlike
     ``createDataFrame``, and a few Py4J calls whatever the number of rules."""
-    names = [column.split()[0] for column in QUALITY_SCHEMA.split(", ")]
+    names = [name for name, _ in _LOG_COLUMNS]
     text = json.dumps([dict(zip(names, row, strict=True)) for row in rows], default=str)
     return F.inline(F.from_json(F.lit(text), _LOG_ROWS_TYPE))
 
