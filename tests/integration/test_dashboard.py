@@ -112,8 +112,13 @@ def _table(browser, element: str) -> list[list[str]] | None:
 def _open_tab(browser, pipeline) -> None:
     from selenium.webdriver.common.by import By
 
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    # Dash draws the page in the browser after it loads, so the tab comes a moment later.
     label = pipeline.title or pipeline.name
-    browser.find_element(By.XPATH, f"//*[normalize-space(text())='{label}']").click()
+    tab = (By.XPATH, f"//*[normalize-space(text())='{label}']")
+    WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(tab)).click()
     views = dashboard_views(pipeline)
 
     def drawn() -> bool:
