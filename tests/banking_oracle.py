@@ -50,8 +50,9 @@ def _timestamp(value: object) -> datetime | None:
     return None if ts is None else ts.replace(tzinfo=None)
 
 
-def transaction(line: str) -> dict | None:
-    """The typed transaction when the line is a valid one, else None."""
+def transaction(line: str, any_currency: bool = False) -> dict | None:
+    """The typed transaction when the line is a valid one, else None; with ``any_currency``,
+    any non-empty currency passes (``currency_code`` set to warn)."""
     doc = strict_object(line)
     if doc is None:
         return None
@@ -61,7 +62,7 @@ def transaction(line: str) -> dict | None:
         return None
     if amount is None or amount <= 0 or at is None:
         return None
-    if not isinstance(currency, str) or not CURRENCY.fullmatch(currency):
+    if not _text(currency) or not (any_currency or CURRENCY.fullmatch(currency)):
         return None
     return {
         "transaction_id": doc["transaction_id"],
@@ -165,6 +166,7 @@ class Banking:
     transactions: dict[str, dict] = field(default_factory=dict)
     quarantined_transactions: int = 0
     quarantined_accounts: int = 0
+    any_currency: bool = False
 
     @property
     def accounts(self) -> dict[str, dict]:
@@ -185,7 +187,7 @@ class Banking:
                 self.newest[key] = change
         accounts = self.accounts
         for line in transaction_lines:
-            tx = transaction(line)
+            tx = transaction(line, self.any_currency)
             if tx is None:
                 self.quarantined_transactions += 1
                 continue

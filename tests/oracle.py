@@ -94,8 +94,9 @@ def parse_timestamp(text: str) -> datetime | None:
         return None
 
 
-def event_is_valid(line: str) -> dict | None:
-    """The event as a dict of silver values when the line is a valid event, else None."""
+def event_is_valid(line: str, event_types: set[str] | None = EVENT_TYPES) -> dict | None:
+    """The event as a dict of silver values when the line is a valid event, else None; with
+    ``event_types`` None, any event type is accepted (``event_type_allowed`` set to warn)."""
     doc = strict_object(line)
     if doc is None:
         return None
@@ -103,7 +104,7 @@ def event_is_valid(line: str) -> dict | None:
         value = doc.get(key)
         if not isinstance(value, str) or BLANK.fullmatch(value):
             return None
-    if doc["event_type"] not in EVENT_TYPES:
+    if event_types is not None and doc["event_type"] not in event_types:
         return None
     category = doc.get("category")
     if category is not None and not isinstance(category, str):
@@ -169,8 +170,10 @@ def event_content_key(event: dict) -> tuple:
     )
 
 
-def expected_from(landing: Path) -> Expected:
-    """Compute bronze, silver, quarantine and gold from the files under ``landing/events``.
+def expected_from(landing: Path, event_types: set[str] | None = EVENT_TYPES) -> Expected:
+    """Compute bronze, silver, quarantine and gold from the files under ``landing/events``, with
+    ``event_types`` the accepted ones (None: any). An event of another type than the three
+    counts in no metric of gold, but its user counts in ``unique_users``.
 
     Silver keeps the first arrival of each ``event_id``: the copy in the first file (files
     arrive in name order, see :func:`read_lines`); among copies in that one file, which bronze
@@ -182,7 +185,7 @@ def expected_from(landing: Path) -> Expected:
     result.bronze_raw = [line for _, line in lines]
     first_file: dict[str, str] = {}
     for file, line in lines:
-        event = event_is_valid(line)
+        event = event_is_valid(line, event_types)
         if event is None:
             result.quarantined.append(line)
             continue
@@ -201,10 +204,11 @@ def expected_from(landing: Path) -> Expected:
             key,
             {"views": 0, "add_to_carts": 0, "purchases": 0, "revenue": Decimal("0.0000")},
         )
-        kind = {"view": "views", "add_to_cart": "add_to_carts", "purchase": "purchases"}[
+        kind = {"view": "views", "add_to_cart": "add_to_carts", "purchase": "purchases"}.get(
             event["event_type"]
-        ]
-        row[kind] += 1
+        )
+        if kind:
+            row[kind] += 1
         if event["event_type"] == "purchase":
             row["revenue"] += event["revenue"]
         users[key].add(event["user_id"])

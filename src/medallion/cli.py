@@ -11,19 +11,19 @@ from collections.abc import Sequence
 from medallion import __version__, console
 from medallion.argtypes import AT_LEAST_ONE, COUNT, POSITIVE_SECONDS, SHARE
 from medallion.bundle.cli import add_job_parser, cmd_job
+from medallion.cli_arguments import (
+    add_lake_argument,
+    add_landing_argument,
+    add_output_argument,
+    add_pipeline_argument,
+    add_settings_arguments,
+)
 from medallion.cli_parser import CommandParser, flags_anywhere
 from medallion.config import Config
 from medallion.data_commands import cmd_changes, cmd_generate, cmd_show
 from medallion.declarations import LAYERS
 from medallion.errors import ConfigError, PipelineError
-from medallion.ops.cli import (
-    OPS_COMMANDS,
-    add_lake_argument,
-    add_landing_argument,
-    add_ops_parsers,
-    add_output_argument,
-    add_pipeline_argument,
-)
+from medallion.ops.cli import OPS_COMMANDS, add_ops_parsers
 from medallion.pipelines import all_datasets
 from medallion.run_command import add_delta_source_arguments, cmd_run
 from medallion.session import jvm_log
@@ -173,24 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_delta_source_arguments(run)
     add_pipeline_argument(run, default="every pipeline with input")
     add_output_argument(run)
-    run.add_argument(
-        "--set",
-        dest="settings",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a pipeline setting, such as a rule's threshold (repeatable; "
-        "`medallion pipelines` lists them)",
-    )
-    run.add_argument(
-        "--carry-column",
-        action="append",
-        default=[],
-        metavar="[TABLE:]NAME",
-        help="carry this input field into a table as a STRING column, for example "
-        "silver/events:coupon; the table may be left out when one table of the pipelines run "
-        "takes carried columns (repeatable; docs/operations.md)",
-    )
+    add_settings_arguments(run)
 
     changes = sub.add_parser(
         "changes",

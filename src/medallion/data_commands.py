@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from medallion import console
 from medallion.bundle.workspace import generate_to_volume, needs_files_api
+from medallion.cli_arguments import lake_config, print_json
 from medallion.config import Config
 from medallion.console import plural
 from medallion.errors import ConfigError
 from medallion.generate import FaultRates
-from medallion.ops.cli import lake_config, print_json
 from medallion.pipelines import all_datasets, declared_table, generate_input
 from medallion.session import get_spark
 

@@ -72,6 +72,7 @@ class Table:
     )
     zorder: tuple[str, ...] = ()
     # Where its flow puts the records it refuses, with a reason (counted in a run's summary).
+    # Not append-only: a quarantine replay deletes the records it promotes (ops/replay.py).
     quarantine: bool = False
     # Its flow can carry input fields the contract does not name into it, as STRING columns,
     # when a deployment asks for them (Config.carried_columns, --carry-column).
@@ -149,20 +150,28 @@ class Flow:
     (streams/fusion.py): those flows run as streams of their own only while they catch up.
     ``min_interval_seconds`` is the shortest trigger interval it takes when streaming: a flow
     whose freshness matters less than the CPU it would take from the others polls less often.
+
+    ``batch`` is the batch factory of a flow that hands each micro-batch of its Delta source to
+    a ``foreachBatch`` function: ``batch(config, checkpoint, stream=None)`` makes the function
+    (``stream`` names another writer that runs it, such as a quarantine replay). Such a flow
+    needs no ``start``: the engine starts it from its source.
     """
 
     name: str
     layer: str
     source: Table | Landing
     outputs: tuple[Table, ...]
-    start: Callable[..., object]
+    start: Callable[..., object] | None = None
     joins: tuple[Table, ...] = ()
     change_feed: bool = False
     fuses: tuple[str, ...] = ()
     min_interval_seconds: float = 0.0
+    batch: Callable[..., Callable[..., None]] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "stream name")
+        if self.start is None and (self.batch is None or isinstance(self.source, Landing)):
+            raise ValueError(f"flow {self.name!r}: give it a start, or a batch and a Delta source")
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -242,6 +251,32 @@ class View:
             raise ValueError(f"view {self.name}: a table names columns, a chart x and y")
 
 
+@dataclass(frozen=True)
+class QuarantineReplay:
+    """How ``medallion quarantine replay`` checks the records of a quarantine again and
+    promotes those that now pass (ops/replay.py).
+
+    The records' bronze rows go through ``validate(bronze, expectations=...)``, the validation
+    of ``flow``, the silver flow that quarantined them; those that now pass go through that
+    flow's batch. ``key`` is silver's key, by which a record whose key silver
+    already holds is a duplicate (empty for change records, which the flow's sequence-aware
+    MERGE applies whatever their arrival). ``feeds`` names the flows fused downstream of silver
+    whose batch is given the rows the replay inserted (a flow that runs from silver's Delta
+    source reads them itself).
+    """
+
+    quarantine: Table
+    flow: str
+    dataset: str
+    validate: Callable[..., object] = field(compare=False)
+    key: tuple[str, ...] = ()
+    feeds: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.quarantine.quarantine:
+            raise ValueError(f"{self.quarantine.key} is not declared a quarantine")
+
+
 # Writes synthetic input into a landing folder: (landing, records, files, seed, faults, and the
 # sizes of datasets by name, ``customers=200``, ignoring other pipelines' datasets) -> the paths
 # written, by dataset. ``records`` sizes its main dataset unless that dataset's size is given.
@@ -253,7 +288,8 @@ class Pipeline:
     """A named set of tables, the flows that write them, the generator of synthetic input for
     it (``medallion generate --pipeline NAME``), the settings its flows read, the views of
     its dashboard (a page of ``medallion dashboard``, a Lakeview dashboard of the bundle), and
-    the contracts of its input datasets (their expectations: medallion/expectations.py)."""
+    the contracts of its input datasets (their expectations: medallion/expectations.py), and
+    how each of its quarantines is replayed."""
 
     name: str
     tables: tuple[Table, ...]
@@ -263,6 +299,7 @@ class Pipeline:
     title: str = ""
     views: tuple[View, ...] = ()
     contracts: tuple[Contract, ...] = ()
+    replays: tuple[QuarantineReplay, ...] = ()
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "pipeline name")
@@ -279,4 +316,18 @@ class Pipeline:
                 raise ValueError(
                     f"view {view.name!r} of pipeline {self.name!r} reads undeclared tables "
                     f"{', '.join(sorted(set(view.tables) - declared))}"
+                )
+        by_name = {f.name: f for f in self.flows}
+        for replay in self.replays:
+            flow = by_name.get(replay.flow)
+            if flow is None or replay.quarantine not in flow.outputs:
+                raise ValueError(
+                    f"replay of {replay.quarantine.key}: pipeline {self.name!r} has no flow "
+                    f"{replay.flow!r} that writes it"
+                )
+            named = (replay.flow, *replay.feeds)
+            unbatched = [n for n in named if getattr(by_name.get(n), "batch", None) is None]
+            if unbatched:
+                raise ValueError(
+                    f"replay of {replay.quarantine.key}: {', '.join(unbatched)} declares no batch"
                 )

@@ -22,23 +22,26 @@ import signal
 import sys
 import threading
 import time
+from argparse import ArgumentTypeError
 from collections.abc import Sequence
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
+from medallion.argtypes import point_in_time
 from medallion.config import Config
 from medallion.console import plain
 from medallion.declarations import landing_datasets
 from medallion.errors import ConfigError
 from medallion.ops.maintain import maintain as maintain_tables
 from medallion.ops.maintain import render
+from medallion.ops.replay import render_results, replay_quarantines
 from medallion.session import get_spark, is_connect_session, packages_for, session_kind
 from medallion.sql_names import quote_identifier
 from medallion.streams.flows import Flow, all_flows, fusion_head
 from medallion.streams.run_report import RunReport, TableSummary
 from medallion.streams.runner import run_available_now, run_streaming
-from medallion.tables import ensure_tables
+from medallion.tables import ensure_tables, in_lake
 from medallion.task_params import VOLUMES_PREFIX, TaskParams
 
 log = logging.getLogger(__name__)
@@ -215,6 +218,25 @@ def maintain_task(params: TaskParams, vacuum_retention_hours: str = "168") -> li
     except ValueError:
         raise ConfigError(f"invalid VACUUM retention {vacuum_retention_hours!r}") from None
     return maintain(get_spark(), params.config(), hours)
+
+
+def replay_task(
+    params: TaskParams, reason_like: str = "", since: str = "", dry_run: str = "false"
+) -> list[str]:
+    """The quarantine replay task: :func:`~medallion.ops.replay.replay_quarantines` on the
+    quarantines of the pipelines ``params`` name, with the settings they give (the job's
+    ``settings`` parameter widens the contract); one line per quarantine."""
+    if dry_run.strip().lower() not in ("true", "false"):
+        raise ConfigError(f"dry_run must be true or false, not {dry_run!r}")
+    try:
+        moment = point_in_time(since.strip()) if since.strip() else None
+    except ArgumentTypeError as error:
+        raise ConfigError(f"since: {error}") from None
+    dry = dry_run.strip().lower() == "true"
+    spark = get_spark()
+    config = in_lake(spark, params.config())
+    results = replay_quarantines(spark, config, reason_like.strip() or None, moment, dry)
+    return render_results(results, dry).splitlines()
 
 
 def task_arguments(argv: Sequence[str]) -> dict[str, str]:

@@ -9,18 +9,18 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from medallion import console
 from medallion.argtypes import AT_LEAST_ONE, byte_size, starting_version
+from medallion.cli_arguments import carried_columns, print_json
 from medallion.config import Config, parse_settings
 from medallion.console import step
 from medallion.errors import ConfigError
-from medallion.ops.cli import print_json
-from medallion.pipelines import all_datasets, pipelines
+from medallion.pipelines import all_datasets
 from medallion.session import get_spark, packages_for
 from medallion.source_options import DeltaSourceOptions, KafkaSourceOptions
 from medallion.task_params import TOPIC_SUFFIX
@@ -92,30 +92,6 @@ def delta_source_options_from_args(args: argparse.Namespace) -> DeltaSourceOptio
         skip_change_commits=args.skip_change_commits,
         with_event_time_order=args.with_event_time_order,
     )
-
-
-def carried_columns(
-    arguments: Sequence[str], pipeline_names: Sequence[str]
-) -> dict[str, list[str]]:
-    """The fields ``--carry-column [TABLE:]NAME`` carries, by table key; without a table, into
-    the one table of the pipelines run that takes carried columns."""
-    carried: dict[str, list[str]] = {}
-    for argument in arguments:
-        key, _, name = argument.rpartition(":")
-        if not key:
-            try:
-                chosen = pipelines(pipeline_names)
-            except KeyError as error:
-                raise ConfigError(str(error.args[0])) from None
-            takers = [t.key for p in chosen for t in p.tables if t.carries_input_fields]
-            if len(takers) != 1:
-                raise ConfigError(
-                    f"--carry-column {argument}: name the table, TABLE:NAME "
-                    f"(tables that take carried columns: {', '.join(takers) or 'none'})"
-                )
-            key = takers[0]
-        carried.setdefault(key, []).append(name)
-    return carried
 
 
 def topic_arguments(args: argparse.Namespace) -> dict[str, str]:

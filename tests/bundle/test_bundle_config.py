@@ -52,7 +52,11 @@ def test_every_bundle_file_validates_against_the_official_schema(bundle_schema, 
 def test_the_bundle_includes_every_resource_file(bundle):
     assert set(bundle.files) == {p.resolve() for p in BUNDLE_FILES}
     pipeline_jobs = {k for keys in PIPELINE_JOBS.values() for k in keys}
-    assert set(bundle.jobs_spec) == {*pipeline_jobs, "medallion_maintenance"}
+    assert set(bundle.jobs_spec) == {
+        *pipeline_jobs,
+        "medallion_maintenance",
+        "medallion_quarantine_replay",
+    }
 
 
 def test_a_misspelt_setting_fails_validation(bundle_schema):
@@ -360,7 +364,11 @@ def test_job_list_prints_one_line_per_job_key_first_then_its_tasks(capsys):
     rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
     layers = ["bronze", "silver", "gold"]
     pipeline_jobs = {k: layers for keys in PIPELINE_JOBS.values() for k in keys}
-    assert rows == {"medallion_maintenance": ["maintain"], **pipeline_jobs}
+    assert rows == {
+        "medallion_maintenance": ["maintain"],
+        "medallion_quarantine_replay": ["replay", "gold"],
+        **pipeline_jobs,
+    }
     assert main(["job", "list", "--bundle", str(ROOT), "--output", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert {job["job"]: job["tasks"] for job in listed} == rows

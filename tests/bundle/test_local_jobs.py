@@ -73,6 +73,15 @@ def test_an_expectation_given_in_the_settings_job_parameter_reaches_the_silver_s
     assert ("amount_positive", "quarantine") in actions
 
 
+def test_the_quarantine_replay_job_promotes_what_its_settings_widen_then_runs_gold(local_jobs):
+    """The lake equals the widened contract's oracle after it (tests/bundle/conftest.py)."""
+    runs = local_jobs.runs["replay"]
+    assert [(r.key, r.state) for r in runs] == [("replay", "SUCCESS"), ("gold", "SUCCESS")]
+    printed = runs[0].text.splitlines()
+    (events,) = [line for line in printed if line.startswith("silver/events_quarantine: ")]
+    assert "now pass: promoted 1, 0 duplicates" in events and "(replay 1)" in events
+
+
 def test_the_serverless_variant_and_maintenance_change_no_rows(spark, local_jobs):
     assert all(r.state == "SUCCESS" for r in local_jobs.runs["serverless"])
     assert [(r.key, r.state) for r in local_jobs.runs["maintenance"]] == [("maintain", "SUCCESS")]

@@ -13,8 +13,13 @@ from medallion import console
 from medallion.bundle.local_run import JobFailed, run_job_locally
 from medallion.bundle.resolve import LOCAL_TARGET, Bundle, BundleError
 from medallion.bundle.workspace import find_job_id, run_job, workspace_client
+from medallion.cli_arguments import (
+    LAKE_VARIABLE,
+    LANDING_VARIABLE,
+    add_output_argument,
+    print_json,
+)
 from medallion.cli_parser import flags_anywhere
-from medallion.ops.cli import LAKE_VARIABLE, LANDING_VARIABLE, add_output_argument, print_json
 
 
 def _pairs(values: Sequence[str] | None, what: str) -> dict[str, str]:

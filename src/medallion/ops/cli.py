@@ -8,7 +8,6 @@ medallion/cli.py adds them with :func:`add_ops_parsers` and dispatches through
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import asdict
@@ -21,7 +20,18 @@ from medallion.argtypes import (
     POSITIVE_SECONDS,
     point_in_time,
 )
-from medallion.config import Config
+from medallion.cli_arguments import (
+    LAKE_VARIABLE,
+    add_lake_argument,
+    add_landing_argument,
+    add_output_argument,
+    add_pipeline_argument,
+    add_settings_arguments,
+    carried_columns,
+    lake_config,
+    print_json,
+)
+from medallion.config import parse_settings
 from medallion.console import error, show
 from medallion.declarations import LAYERS
 from medallion.errors import ConfigError
@@ -129,6 +139,31 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
         help="count records ingested at or after TIME (ISO-8601, UTC unless it has a zone)",
     )
     add_output_argument(summary)
+    replay = actions.add_parser(
+        "replay",
+        help="check quarantined records again and promote those that now pass into silver",
+        epilog="example:\n  medallion quarantine replay --lake build/demo/lake "
+        "--reason-like event_type --set expect.events.event_type_allowed=warn",
+    )
+    add_lake_argument(replay)
+    add_pipeline_argument(replay)
+    replay.add_argument(
+        "--reason-like",
+        metavar="TEXT",
+        help="only records whose reason matches TEXT, a SQL LIKE pattern (without %%: any "
+        "reason that contains it)",
+    )
+    replay.add_argument(
+        "--since",
+        type=point_in_time,
+        metavar="TIME",
+        help="only records ingested at or after TIME (ISO-8601, UTC unless it has a zone)",
+    )
+    replay.add_argument(
+        "--dry-run", action="store_true", help="count what would be promoted; write nothing"
+    )
+    add_settings_arguments(replay)
+    add_output_argument(replay)
 
     add_doctor_and_shell(sub)
     listing = sub.add_parser(
@@ -139,10 +174,6 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
     listing.add_argument(
         "--mermaid", action="store_true", help="print their lineage as a Mermaid flowchart"
     )
-
-
-LAKE_VARIABLE = "MEDALLION_LAKE"
-LANDING_VARIABLE = "MEDALLION_LANDING"
 
 
 def add_doctor_and_shell(sub: argparse._SubParsersAction) -> None:
@@ -214,76 +245,6 @@ def cmd_shell(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_lake_argument(
-    parser: argparse.ArgumentParser, help: str = "folder of the Delta tables and checkpoints"
-) -> None:
-    """``--lake DIR``: required unless ``$MEDALLION_LAKE`` gives it."""
-    default = os.environ.get(LAKE_VARIABLE) or None
-    parser.add_argument(
-        "--lake",
-        required=default is None,
-        default=default,
-        metavar="DIR",
-        help=f"{help} (${LAKE_VARIABLE})",
-    )
-
-
-def add_landing_argument(
-    parser: argparse.ArgumentParser,
-    required: bool = False,
-    help: str = "folder where input files land",
-) -> None:
-    """``--landing DIR``, from ``$MEDALLION_LANDING`` when not given."""
-    default = os.environ.get(LANDING_VARIABLE) or None
-    parser.add_argument(
-        "--landing",
-        required=required and default is None,
-        default=default,
-        metavar="DIR",
-        help=f"{help} (${LANDING_VARIABLE})",
-    )
-
-
-def add_output_argument(parser: argparse.ArgumentParser) -> None:
-    """``--output text|json``: the same data for people or for programs (stdout)."""
-    parser.add_argument(
-        "--output",
-        choices=("text", "json"),
-        default="text",
-        help="print for people, or the same data as JSON",
-    )
-
-
-def print_json(data: object) -> None:
-    """``data`` as indented JSON on stdout (dates and decimals as text)."""
-    print(json.dumps(data, indent=2, default=str))
-
-
-def add_pipeline_argument(parser: argparse.ArgumentParser, default: str = "all") -> None:
-    """``--pipeline NAME`` (repeatable): the pipelines a command acts on."""
-    parser.add_argument(
-        "--pipeline",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help=f"act on this pipeline only (repeatable; default: {default}; `medallion "
-        "pipelines` lists them)",
-    )
-
-
-def lake_config(args: argparse.Namespace, **changes: object) -> Config:
-    """The Config of a command's ``--lake`` (and ``--landing``, ``--pipeline``), for a lake that
-    exists; :class:`ConfigError` before Spark starts for a missing lake or an unknown pipeline."""
-    lake = os.path.abspath(args.lake)
-    landing = os.path.abspath(getattr(args, "landing", None) or lake)
-    pipelines = tuple(getattr(args, "pipeline", None) or ())
-    config = Config(landing=landing, lake=lake, pipelines=pipelines, **changes)  # type: ignore[arg-type]
-    config.declared_pipelines()
-    if not os.path.isdir(config.lake):
-        raise ConfigError(f"no lake at {config.lake}")
-    return config
-
-
 def cmd_maintain(args: argparse.Namespace) -> int:
     # deferred: loads pyspark
     from medallion.ops.maintain import maintain, render
@@ -347,6 +308,8 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 
 def cmd_quarantine(args: argparse.Namespace) -> int:
+    if args.action == "replay":
+        return _quarantine_replay(args)
     # deferred: loads pyspark
     from medallion.ops.quarantine import quarantine_summary, render_summary
     from medallion.tables import in_lake
@@ -357,6 +320,27 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
         print_json([s.as_json() for s in summaries])
     else:
         show(render_summary(summaries))
+    return 0
+
+
+def _quarantine_replay(args: argparse.Namespace) -> int:
+    # deferred: loads pyspark
+    from medallion.ops.replay import render_results, replay_quarantines
+    from medallion.tables import in_lake
+
+    config = lake_config(
+        args,
+        settings=parse_settings(args.settings),
+        carried_columns=carried_columns(args.carry_column, args.pipeline),
+    )
+    spark = get_spark()
+    results = replay_quarantines(
+        spark, in_lake(spark, config), args.reason_like, args.since, args.dry_run
+    )
+    if args.output == "json":
+        print_json([r.as_json() for r in results])
+    else:
+        print(render_results(results, args.dry_run))
     return 0
 
 

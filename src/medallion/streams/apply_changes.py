@@ -71,13 +71,15 @@ def apply_changes_batches(
     (streams/exactly_once.py).
     """
 
-    def make_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    def make_batch(
+        config: Config, checkpoint: str, stream: str | None = None
+    ) -> Callable[[DataFrame, int], None]:
         state, tombstones = config.table(state_key), config.table(tombstones_key)
         quarantine = config.table(quarantine_key)
-        app_id = transaction_app_id(stream_name, checkpoint)
+        app_id = transaction_app_id(stream or stream_name, checkpoint)
         guard = ReplayGuard(checkpoint)
         clauses = apply_changes_clauses(records)
-        gate = QualityGate(config, stream_name, contract, state_key)
+        gate = QualityGate(config, stream or stream_name, contract, state_key)
 
         def process(batch: DataFrame, batch_id: int) -> None:
             spark = batch.sparkSession

@@ -43,7 +43,7 @@ from medallion.delta_log import (
     committed_version,
 )
 from medallion.sql_names import TableRef
-from medallion.storage import list_names, read_text
+from medallion.storage import list_names, read_text, write_text
 from medallion.streams.sinks import (
     BatchFactory,
     append_batch,
@@ -89,6 +89,21 @@ def planned_at(spark: SparkSession, checkpoint: str, batch_id: int) -> int | Non
         return int(json.loads(text.split("\n")[1])["batchTimestampMs"])
     except Exception:  # noqa: BLE001 - no offsets file to read here
         return None
+
+
+def plan_batch(
+    spark: SparkSession, folder: str, query: str, batch_id: int, planned_ms: int
+) -> None:
+    """Give a batch run outside a streaming query (a quarantine replay) what its checkpoint
+    would hold: ``folder``'s query id (``query``, kept if there is one), which its writes are
+    tagged with, and when ``batch_id`` was planned (kept if recorded), back to which a possible
+    replay of it reads the tables' logs (:func:`planned_at`)."""
+    if "metadata" not in (list_names(spark, folder) or []):
+        write_text(spark, f"{folder}/metadata", json.dumps({"id": query}))
+    offsets = f"{folder}/offsets"
+    if str(batch_id) not in (list_names(spark, offsets) or []):
+        planned = json.dumps({"batchTimestampMs": planned_ms})
+        write_text(spark, f"{offsets}/{batch_id}", f"v1\n{planned}\n")
 
 
 def log_readable(spark: SparkSession, table: TableRef) -> bool:

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from medallion.declarations import Flow, Landing, Pipeline, Setting
+from medallion.declarations import Flow, Landing, Pipeline, QuarantineReplay, Setting
 from medallion.pipelines import register
 from medallion.pipelines.banking import batches
 from medallion.pipelines.banking import tables as t
-from medallion.pipelines.banking.contract import ACCOUNT_CHANGES, TRANSACTIONS
+from medallion.pipelines.banking.contract import (
+    ACCOUNT_CHANGES,
+    TRANSACTIONS,
+    validate_account_changes,
+    validate_transactions,
+)
 from medallion.pipelines.banking.generator import generate
 from medallion.pipelines.banking.views import VIEWS
 
@@ -68,15 +73,15 @@ BANKING = register(
                 "silver",
                 t.BRONZE_ACCOUNTS,
                 (t.SILVER_ACCOUNTS, t.ACCOUNT_TOMBSTONES, t.ACCOUNTS_QUARANTINE),
-                batches.start_silver_accounts,
+                batch=batches.accounts_batch,
             ),
             Flow(
                 "silver_transactions",
                 "silver",
                 t.BRONZE_TRANSACTIONS,
                 (t.SILVER_TRANSACTIONS, t.TRANSACTIONS_QUARANTINE),
-                batches.start_silver_transactions,
                 joins=(t.SILVER_ACCOUNTS,),
+                batch=batches.transactions_batch,
             ),
             Flow(
                 "gold_fraud_alerts",
@@ -90,7 +95,7 @@ BANKING = register(
                 "gold",
                 t.SILVER_TRANSACTIONS,
                 (t.ACCOUNT_DAILY_ACTIVITY,),
-                batches.start_daily_activity,
+                batch=batches.daily_activity_batch,
             ),
         ),
         generate=generate,
@@ -98,5 +103,20 @@ BANKING = register(
         title="Fraud alerts",
         views=VIEWS,
         contracts=(TRANSACTIONS, ACCOUNT_CHANGES),
+        replays=(
+            QuarantineReplay(
+                t.TRANSACTIONS_QUARANTINE,
+                "silver_transactions",
+                TRANSACTIONS.dataset,
+                validate_transactions,
+                key=("transaction_id",),
+            ),
+            QuarantineReplay(
+                t.ACCOUNTS_QUARANTINE,
+                "silver_accounts",
+                ACCOUNT_CHANGES.dataset,
+                validate_account_changes,
+            ),
+        ),
     )
 )

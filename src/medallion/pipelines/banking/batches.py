@@ -37,12 +37,7 @@ from medallion.streams.apply_changes import apply_changes_batches
 from medallion.streams.exactly_once import ReplayGuard, merging_batches
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.quality import QualityGate
-from medallion.streams.sinks import (
-    Trigger,
-    start_append,
-    start_delta_foreach_batch,
-    transaction_app_id,
-)
+from medallion.streams.sinks import Trigger, start_append, transaction_app_id
 from medallion.streams.sources import delta_stream, input_lines
 from medallion.tables import read_table
 from medallion.transforms.bronze import to_bronze
@@ -81,18 +76,20 @@ accounts_batch = apply_changes_batches(
 )
 
 
-def transactions_batch(config: Config, checkpoint: str) -> Batch:
+def transactions_batch(config: Config, checkpoint: str, stream: str | None = None) -> Batch:
     """Refused transactions to the quarantine; valid ones to silver once per transaction_id
     across all history (the first copy to arrive, looked up in the stream's key index),
-    screened against the account profiles as they are when the batch runs."""
+    screened against the account profiles as they are when the batch runs. ``stream`` names
+    another writer than ``silver_transactions`` (a quarantine replay)."""
+    stream = stream or "silver_transactions"
     silver = config.table(t.SILVER_TRANSACTIONS.key)
     quarantine = config.table(t.TRANSACTIONS_QUARANTINE.key)
     accounts = config.table(t.SILVER_ACCOUNTS.key)
-    app_id = transaction_app_id("silver_transactions", checkpoint)
+    app_id = transaction_app_id(stream, checkpoint)
     known = KnownKeys(silver, ("transaction_id",), kept_keys(checkpoint, silver))
     rules = AlertRules.from_config(config)
     guard = ReplayGuard(checkpoint)
-    gate = QualityGate(config, "silver_transactions", TRANSACTIONS, t.SILVER_TRANSACTIONS.key)
+    gate = QualityGate(config, stream, TRANSACTIONS, t.SILVER_TRANSACTIONS.key)
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -134,20 +131,6 @@ daily_activity_batch = merging_batches(
 )
 
 
-def start_silver_accounts(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    return start_delta_foreach_batch(
-        spark, config, trigger, "silver_accounts", t.BRONZE_ACCOUNTS.key, accounts_batch
-    )
-
-
-def start_silver_transactions(
-    spark: SparkSession, config: Config, trigger: Trigger
-) -> StreamingQuery:
-    return start_delta_foreach_batch(
-        spark, config, trigger, "silver_transactions", t.BRONZE_TRANSACTIONS.key, transactions_batch
-    )
-
-
 def start_fraud_alerts(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
     """The suspicious transactions appended to the alert queue: silver holds each transaction
     once and only appends, so each alert is written once."""
@@ -165,15 +148,4 @@ def start_fraud_alerts(spark: SparkSession, config: Config, trigger: Trigger) ->
         checkpoint,
         trigger,
         name,
-    )
-
-
-def start_daily_activity(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    return start_delta_foreach_batch(
-        spark,
-        config,
-        trigger,
-        "gold_account_daily_activity",
-        t.SILVER_TRANSACTIONS.key,
-        daily_activity_batch,
     )

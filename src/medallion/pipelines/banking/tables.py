@@ -53,7 +53,6 @@ ACCOUNTS_QUARANTINE = Table(
     "silver",
     "accounts_quarantine",
     f"account_id STRING, {_QUARANTINE}",
-    APPEND_ONLY,
     quarantine=True,
 )
 # One row per transaction_id (the first copy to arrive), screened by the alert rules.
@@ -71,7 +70,6 @@ TRANSACTIONS_QUARANTINE = Table(
     "silver",
     "transactions_quarantine",
     f"transaction_id STRING, {_QUARANTINE}",
-    APPEND_ONLY,
     quarantine=True,
 )
 # The analysts' alert queue: each suspicious transaction once.

@@ -7,12 +7,13 @@ quarantines the rest; gold keeps each device's latest reading and per-minute met
 
 from __future__ import annotations
 
-from medallion.declarations import Flow, Landing, Pipeline
+from medallion.declarations import Flow, Landing, Pipeline, QuarantineReplay
 from medallion.pipelines import register
 from medallion.pipelines.iot import batches
 from medallion.pipelines.iot import tables as t
-from medallion.pipelines.iot.contract import READINGS
+from medallion.pipelines.iot.contract import READINGS, validate_readings
 from medallion.pipelines.iot.generator import generate
+from medallion.pipelines.iot.transforms import KEY
 from medallion.pipelines.iot.views import VIEWS
 
 IOT = register(
@@ -32,20 +33,29 @@ IOT = register(
                 "silver",
                 t.BRONZE,
                 (t.SILVER, t.QUARANTINE),
-                batches.start_silver,
+                batch=batches.silver_batch,
             ),
-            Flow("gold_device_status", "gold", t.SILVER, (t.STATUS,), batches.start_status),
+            Flow("gold_device_status", "gold", t.SILVER, (t.STATUS,), batch=batches.status_batch),
             Flow(
                 "gold_device_minute_metrics",
                 "gold",
                 t.SILVER,
                 (t.MINUTE_METRICS,),
-                batches.start_minutes,
+                batch=batches.minute_batch,
             ),
         ),
         generate=generate,
         title="Device status",
         views=VIEWS,
         contracts=(READINGS,),
+        replays=(
+            QuarantineReplay(
+                t.QUARANTINE,
+                "silver_device_readings",
+                READINGS.dataset,
+                validate_readings,
+                key=KEY,
+            ),
+        ),
     )
 )

@@ -26,12 +26,7 @@ from medallion.pipelines.iot.transforms import (
 from medallion.streams.exactly_once import ReplayGuard, merging_batches
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.quality import QualityGate
-from medallion.streams.sinks import (
-    Trigger,
-    start_append,
-    start_delta_foreach_batch,
-    transaction_app_id,
-)
+from medallion.streams.sinks import Trigger, start_append, transaction_app_id
 from medallion.streams.sources import input_lines
 from medallion.transforms.bronze import to_bronze
 
@@ -47,14 +42,16 @@ def start_bronze(spark: SparkSession, config: Config, trigger: Trigger) -> Strea
     )
 
 
-def silver_batch(config: Config, checkpoint: str) -> Batch:
+def silver_batch(config: Config, checkpoint: str, stream: str | None = None) -> Batch:
     """Refused readings to the quarantine; valid ones to silver, once per (device, timestamp)
-    across all history (the first to arrive), looked up in the stream's key index."""
+    across all history (the first to arrive), looked up in the stream's key index. ``stream``
+    names another writer than ``silver_device_readings`` (a quarantine replay)."""
+    stream = stream or "silver_device_readings"
     silver, quarantine = config.table(t.SILVER.key), config.table(t.QUARANTINE.key)
-    app_id = transaction_app_id("silver_device_readings", checkpoint)
+    app_id = transaction_app_id(stream, checkpoint)
     known = KnownKeys(silver, KEY, kept_keys(checkpoint, silver))
     guard = ReplayGuard(checkpoint)
-    gate = QualityGate(config, "silver_device_readings", READINGS, t.SILVER.key)
+    gate = QualityGate(config, stream, READINGS, t.SILVER.key)
 
     def process(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -100,21 +97,3 @@ minute_batch = merging_batches(
     ["device_id", "minute_start"],
     add_minutes_clauses(),
 )
-
-
-def start_silver(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    return start_delta_foreach_batch(
-        spark, config, trigger, "silver_device_readings", t.BRONZE.key, silver_batch
-    )
-
-
-def start_status(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    return start_delta_foreach_batch(
-        spark, config, trigger, "gold_device_status", t.SILVER.key, status_batch
-    )
-
-
-def start_minutes(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    return start_delta_foreach_batch(
-        spark, config, trigger, "gold_device_minute_metrics", t.SILVER.key, minute_batch
-    )

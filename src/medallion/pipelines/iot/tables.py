@@ -29,7 +29,6 @@ QUARANTINE = Table(
     "device_readings_quarantine",
     "device_id STRING, reason STRING NOT NULL, _raw STRING, _source_file STRING, "
     "_ingested_at TIMESTAMP",
-    APPEND_ONLY,
     quarantine=True,
 )
 # Each device's newest reading.

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from medallion.declarations import Pipeline
+from medallion.declarations import Pipeline, QuarantineReplay
 from medallion.generate import FaultRates
 from medallion.pipelines import register
 from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, EVENTS
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.pipelines.retail.generator import generate
-from medallion.pipelines.retail.tables import TABLES
+from medallion.pipelines.retail.tables import CUSTOMERS_QUARANTINE, EVENTS_QUARANTINE, TABLES
+from medallion.pipelines.retail.transforms.customers import validate_changes
+from medallion.pipelines.retail.transforms.silver import validate_events
 from medallion.pipelines.retail.views import VIEWS
 
 
@@ -35,5 +37,19 @@ RETAIL = register(
         title="Retail: gold and quality",
         views=VIEWS,
         contracts=(EVENTS, CUSTOMER_CHANGES),
+        replays=(
+            QuarantineReplay(
+                EVENTS_QUARANTINE,
+                "silver_events",
+                EVENTS.dataset,
+                validate_events,
+                key=("event_id",),
+                # Fused into bronze_events, gold's hourly metrics never read silver's appends.
+                feeds=("gold_hourly_product_metrics",),
+            ),
+            QuarantineReplay(
+                CUSTOMERS_QUARANTINE, "silver_customers", CUSTOMER_CHANGES.dataset, validate_changes
+            ),
+        ),
     )
 )

@@ -29,14 +29,17 @@ from medallion.streams.sinks import transaction_app_id
 from medallion.streams.table_schema import check_table_schema
 
 
-def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+def silver_events_batch(
+    config: Config, checkpoint: str, stream: str | None = None
+) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function of ``silver_events`` while it catches up on bronze (a
-    rebuilt silver): quarantine the invalid, append the valid events whose ``event_id`` silver
-    does not hold yet. Each write happens once per batch (streams/exactly_once.py)."""
+    rebuilt silver), or of ``stream`` (a quarantine replay): quarantine the invalid, append the
+    valid events whose ``event_id`` silver does not hold yet. Each write happens once per batch
+    (streams/exactly_once.py)."""
     tables = EventTables.of(config)
     extra = config.carried("silver/events")
     tune_for_size = SizeTuning()
-    stream = STAGE_STREAMS["silver"]
+    stream = stream or STAGE_STREAMS["silver"]
     app_id = transaction_app_id(stream, checkpoint)
     known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
     guard = ReplayGuard(checkpoint)
@@ -75,13 +78,15 @@ def silver_events_batch(config: Config, checkpoint: str) -> Callable[[DataFrame,
     return process
 
 
-def gold_hourly_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+def gold_hourly_batch(
+    config: Config, checkpoint: str, stream: str | None = None
+) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function of ``gold_hourly_product_metrics`` while it catches up on
-    silver (a rebuilt gold): a batch holds rows silver inserted (silver never updates or
-    deletes one), which :func:`write_gold` adds to gold."""
+    silver (a rebuilt gold), or of ``stream`` (a quarantine replay): a batch holds rows silver
+    inserted (silver never updates or deletes one), which :func:`write_gold` adds to gold."""
     tables = EventTables.of(config)
     tune_for_size = SizeTuning()
-    stream = STAGE_STREAMS["gold"]
+    stream = stream or STAGE_STREAMS["gold"]
     app_id = transaction_app_id(stream, checkpoint)
     known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
     guard = ReplayGuard(checkpoint)

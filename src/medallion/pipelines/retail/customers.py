@@ -18,12 +18,7 @@ from medallion.pipelines.retail.transforms.customers import (
 )
 from medallion.streams.apply_changes import apply_changes_batches
 from medallion.streams.exactly_once import ReplayGuard
-from medallion.streams.sinks import (
-    Trigger,
-    start_append,
-    start_delta_foreach_batch,
-    transaction_app_id,
-)
+from medallion.streams.sinks import Trigger, start_append, transaction_app_id
 from medallion.streams.sources import delta_stream, input_lines
 from medallion.tables import read_table
 from medallion.transforms.bronze import to_bronze
@@ -58,12 +53,6 @@ silver_customers_batch = apply_changes_batches(
     "silver/customer_tombstones",
     "silver/customers_quarantine",
 )
-
-
-def start_silver_customers(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    return start_delta_foreach_batch(
-        spark, config, trigger, "silver_customers", "bronze/customers", silver_customers_batch
-    )
 
 
 def start_gold_customer_changes(
@@ -113,9 +102,3 @@ def gold_revenue_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, 
             purchases.unpersist()
 
     return process
-
-
-def start_gold_revenue(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    return start_delta_foreach_batch(
-        spark, config, trigger, "gold_daily_revenue_by_country", "silver/events", gold_revenue_batch
-    )

@@ -46,12 +46,6 @@ def start_events(
     )
 
 
-def _start_silver_events(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    return start_delta_foreach_batch(
-        spark, config, trigger, "silver_events", t.BRONZE_EVENTS.key, silver_events_batch
-    )
-
-
 def _start_gold_hourly(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
     backfill_hourly_users(spark, config)
     return start_delta_foreach_batch(
@@ -78,7 +72,7 @@ EVENT_FLOWS: tuple[Flow, ...] = (
         "silver",
         t.BRONZE_EVENTS,
         (t.SILVER_EVENTS, t.EVENTS_QUARANTINE),
-        _start_silver_events,
+        batch=silver_events_batch,
     ),
     Flow(
         "gold_hourly_product_metrics",
@@ -86,6 +80,7 @@ EVENT_FLOWS: tuple[Flow, ...] = (
         t.SILVER_EVENTS,
         (t.HOURLY_PRODUCT_METRICS, t.HOURLY_PRODUCT_USERS),
         _start_gold_hourly,
+        batch=gold_hourly_batch,
     ),
 )
 
@@ -102,7 +97,7 @@ CUSTOMER_FLOWS: tuple[Flow, ...] = (
         "silver",
         t.BRONZE_CUSTOMERS,
         (t.SILVER_CUSTOMERS, t.CUSTOMER_TOMBSTONES, t.CUSTOMERS_QUARANTINE),
-        customers.start_silver_customers,
+        batch=customers.silver_customers_batch,
     ),
     Flow(
         "gold_customer_changes",
@@ -117,8 +112,8 @@ CUSTOMER_FLOWS: tuple[Flow, ...] = (
         "gold",
         t.SILVER_EVENTS,
         (t.DAILY_REVENUE_BY_COUNTRY,),
-        customers.start_gold_revenue,
         joins=(t.SILVER_CUSTOMERS,),
+        batch=customers.gold_revenue_batch,
         # A daily total per country: refreshed every 10 s while streaming, so that its MERGE
         # does not run after every batch of events and take their cores.
         min_interval_seconds=10.0,

@@ -45,7 +45,7 @@ SILVER_EVENTS = Table(
     carries_input_fields=True,  # --carry-column (docs/operations.md)
 )
 EVENTS_QUARANTINE = Table(
-    "silver", "events_quarantine", f"event_id STRING, {_QUARANTINE}", APPEND_ONLY, quarantine=True
+    "silver", "events_quarantine", f"event_id STRING, {_QUARANTINE}", quarantine=True
 )
 HOURLY_PRODUCT_METRICS = Table(
     "gold",
@@ -91,7 +91,6 @@ CUSTOMERS_QUARANTINE = Table(
     "silver",
     "customers_quarantine",
     f"customer_id STRING, {_QUARANTINE}",
-    APPEND_ONLY,
     quarantine=True,
 )
 CUSTOMER_CHANGES = Table(
