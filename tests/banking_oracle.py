@@ -75,8 +75,9 @@ def transaction(line: str, any_currency: bool = False) -> dict | None:
     }
 
 
-def account_change(line: str) -> dict | None:
-    """The typed account change when the line is a valid one, else None."""
+def account_change(line: str, any_risk: bool = False) -> dict | None:
+    """The typed account change when the line is a valid one, else None; with ``any_risk``, a
+    risk score outside 0 to 1 passes (``risk_score_in_range`` set to warn)."""
     doc = strict_object(line)
     if doc is None:
         return None
@@ -99,7 +100,7 @@ def account_change(line: str) -> dict | None:
         if isinstance(risk, bool) or not isinstance(risk, (int, Decimal, float)):
             return None
         risk = float(risk)
-        if not math.isfinite(risk) or not 0 <= risk <= 1:
+        if not math.isfinite(risk) or not (any_risk or 0 <= risk <= 1):
             return None
     opened = doc.get("opened_at")
     if opened is not None and (opened := _timestamp(opened)) is None:
@@ -167,6 +168,7 @@ class Banking:
     quarantined_transactions: int = 0
     quarantined_accounts: int = 0
     any_currency: bool = False
+    any_risk: bool = False
 
     @property
     def accounts(self) -> dict[str, dict]:
@@ -175,7 +177,7 @@ class Banking:
 
     def run(self, account_lines: list[str], transaction_lines: list[str]) -> None:
         for line in account_lines:
-            change = account_change(line)
+            change = account_change(line, self.any_risk)
             if change is None:
                 self.quarantined_accounts += 1
                 continue

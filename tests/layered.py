@@ -13,7 +13,7 @@ from medallion.gaps import gaps_table_spec
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.streams.flows import LAYERS
 from medallion.streams.progress import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
-from medallion.streams.sinks import Trigger
+from medallion.streams.sinks import Trigger, start_flow
 from medallion.tables import ensure_tables
 
 
@@ -27,11 +27,7 @@ def run_layered(spark: SparkSession, config: Config) -> None:
     trigger = Trigger(available_now=True)
     for layer in LAYERS:
         queries = [
-            flow.start(spark, config, trigger, fused=())
-            if flow.fuses
-            else flow.start(spark, config, trigger)
-            for flow in FLOWS
-            if flow.layer == layer
+            start_flow(spark, config, flow, trigger) for flow in FLOWS if flow.layer == layer
         ]
         for query in queries:
             query.awaitTermination()

@@ -111,7 +111,6 @@ def _table(browser, element: str) -> list[list[str]] | None:
 
 def _open_tab(browser, pipeline) -> None:
     from selenium.webdriver.common.by import By
-
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.wait import WebDriverWait
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from banking_oracle import Deliveries, transaction
+from banking_oracle import Deliveries, account_change, transaction
 from iot_oracle import expected_from as iot_expected
 from iot_oracle import parse as iot_parse
 from lake_checks import assert_banking_matches, assert_iot_matches, assert_lake_matches
@@ -150,34 +150,59 @@ def test_a_replay_interrupted_anywhere_is_finished_by_the_next_one_exactly_once(
     it was planned with whatever it is given, and the lake equals the oracle."""
     landing, lake = dirs
     generate(str(landing), events=80, customers=5, files=1, seed=22, faults=FAULTS)
+    # Types the generator does not make, one per round.
+    kinds = {"quarantine_replay:promoted": "gift", "quarantine_replay:fed": "wishlist"}
+    hand_made = [
+        _event(f"{kind}-{n}", kind, user_id=f"u{n}") for kind in kinds.values() for n in range(3)
+    ]
+    _land_events(landing, "events-9-hand.json", hand_made)
     config = Config(landing=str(landing), lake=str(lake), pipelines=("retail",))
     widened = config.with_options(settings=WIDE_EVENTS)
-    for round, point in enumerate(["quarantine_replay:promoted", "quarantine_replay:fed"], 1):
-        refunds = [_event(f"r-{round}-{n}", user_id=f"u{n}") for n in range(3)]
-        _land_events(landing, f"events-9-hand-{round}.json", refunds)
-        run_available_now(spark, config)
-
+    run_available_now(spark, config)
+    for round, (point, kind) in enumerate(kinds.items(), 1):
         monkeypatch.setenv(FAIL_AT_ENV, point)
         with pytest.raises(InjectedFault):
-            replay_quarantines(spark, widened)
+            replay_quarantines(spark, widened, reason_like=f"unknown event_type: {kind}")
         monkeypatch.delenv(FAIL_AT_ENV)
         results = replay_quarantines(spark, config)
 
         resumed = [(r.quarantine, r.replay_id, r.promoted) for r in results if r.resumed]
         assert resumed == [("silver/events_quarantine", round, 3)], point
-        assert_lake_matches(spark, widened, expected_from(landing, event_types=None))
-    assert all(r.passing == 0 for r in replay_quarantines(spark, widened))
+    replay_quarantines(spark, widened)  # the rest: the generated events of an unknown type
+    assert_lake_matches(spark, widened, expected_from(landing, event_types=None))
+    assert all(r.passing == 0 for r in replay_quarantines(spark, widened, dry_run=True))
 
 
 def test_iot_and_banking_records_of_a_widened_rule_are_promoted_and_gold_follows(spark, dirs):
-    """IoT readings out of the humidity range, banking transactions with a lower-case currency:
-    promoted, then gold reads silver's new rows as a stream. A promoted transaction is screened
-    against the account profiles as they are when the replay runs, as a batch of its own."""
+    """IoT readings out of the humidity range, banking transactions with a lower-case currency
+    and an account change with a risk score above 1: promoted, then gold reads silver's new
+    rows as a stream. The account changes are replayed first, through the sequence-aware MERGE,
+    and a promoted transaction is screened against the profiles as they are then."""
     landing, lake = dirs
     faults = FaultRates(duplicate=0.1, late=0.1, invalid=0.2, malformed=0.03)
     for pipeline in pipelines(["iot", "banking"]):
         assert pipeline.generate is not None
-        pipeline.generate(str(landing), records=250, files=2, seed=24, faults=faults)
+        pipeline.generate(str(landing), records=150, files=1, seed=24, faults=faults)
+    risky = {
+        "account_id": "acct-replay",
+        "risk_score": 1.5,
+        "opened_at": "2026-01-02T00:00:00Z",
+        "avg_transaction_amount": 10.0,
+        "operation": "INSERT",
+        "sequence_num": 1,
+        "updated_at": "2026-11-25T09:00:00Z",
+    }
+    spend = {
+        "transaction_id": "tx-replay",
+        "account_id": "acct-replay",
+        "amount": 25.5,
+        "currency": "eur",
+        "transaction_timestamp": "2026-11-25T10:00:00Z",
+    }
+    write_file_atomically(str(landing / "accounts"), "accounts-99-replay.json", [json.dumps(risky)])
+    write_file_atomically(
+        str(landing / "transactions"), "transactions-99-replay.json", [json.dumps(spend)]
+    )
     config = Config(landing=str(landing), lake=str(lake), pipelines=("iot", "banking"))
     deliveries = Deliveries(landing)
     run_available_now(spark, config)
@@ -186,6 +211,7 @@ def test_iot_and_banking_records_of_a_widened_rule_are_promoted_and_gold_follows
         settings={
             "expect.device_readings.humidity_in_range": "warn",
             "expect.transactions.currency_code": "warn",
+            "expect.accounts.risk_score_in_range": "warn",
         }
     )
     readings = [
@@ -197,16 +223,20 @@ def test_iot_and_banking_records_of_a_widened_rule_are_promoted_and_gold_follows
     humid = [line for line in readings if not iot_parse(line) and iot_parse(line, True)]
     lines = [line for _, line in read_lines(landing / "transactions")]
     currency = [line for line in lines if not transaction(line) and transaction(line, True)]
-    assert humid and currency
+    changes = [line for _, line in read_lines(landing / "accounts")]
+    risk = [line for line in changes if not account_change(line) and account_change(line, True)]
+    assert humid and currency and risk
 
     results = replay_quarantines(spark, widened)
     run_available_now(spark, widened)
 
     assert _result(results, "silver/device_readings_quarantine").passing == len(humid)
     assert _result(results, "silver/transactions_quarantine").passing == len(currency)
-    assert _result(results, "silver/accounts_quarantine").passing == 0
+    assert _result(results, "silver/accounts_quarantine").passing == len(risk)
     assert_iot_matches(spark, widened, iot_expected(landing, any_humidity=True))
-    oracle.any_currency = True
-    oracle.run([], currency)
+    oracle.any_currency = oracle.any_risk = True
+    oracle.run(risk, currency)  # the profiles first, as the replay does
     oracle.quarantined_transactions -= len(currency)
+    oracle.quarantined_accounts -= len(risk)
+    assert oracle.transactions["tx-replay"]["alert_reasons"] == ["high_risk_score"]
     assert_banking_matches(spark, widened, oracle)

@@ -272,6 +272,8 @@ class _Replay:
         """The chosen records, each with whether it now passes and, if so, its outcome."""
         chosen = self._chosen(reason_like, since).persist()
         self._cached.append(chosen)
+        if chosen.isEmpty():  # nothing to look up in bronze or silver
+            return chosen.withColumn("outcome", F.lit(None).cast("string"))
         validated = self._validated(self._bronze_rows(chosen))
         key = list(self.replay.key)
         passing = validated.where(F.col("reason").isNull()).select(*IDENTITY, *key).dropDuplicates()

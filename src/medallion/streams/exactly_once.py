@@ -293,9 +293,11 @@ def merging_batches(
     """The batch factory of a stream that MERGEs ``rows(batch)`` into one table on ``keys``
     with ``clauses``, once per batch: a batch replayed after a crash merges nothing twice."""
 
-    def make_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    def make_batch(
+        config: Config, checkpoint: str, stream: str | None = None
+    ) -> Callable[[DataFrame, int], None]:
         table = config.table(table_key)
-        app_id = transaction_app_id(stream_name, checkpoint)
+        app_id = transaction_app_id(stream or stream_name, checkpoint)
         guard = ReplayGuard(checkpoint)
 
         def process(batch: DataFrame, batch_id: int) -> None:

@@ -15,7 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.compaction import BackgroundCompactor, compact_fragmented
 from medallion.config import Config
 from medallion.console import plural, step
-from medallion.declarations import Table, landing_datasets
+from medallion.declarations import landing_datasets
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
 from medallion.locks import stream_locks
@@ -37,7 +37,7 @@ from medallion.streams.query_lifecycle import (
 from medallion.streams.run_choice import chosen_flows, nothing_to_run
 from medallion.streams.run_monitor import monitored
 from medallion.streams.run_report import RunReport, summarize, table_versions
-from medallion.streams.sinks import Trigger, start_delta_foreach_batch
+from medallion.streams.sinks import Trigger, start_flow
 from medallion.streams.stage_clock import STAGE_CLOCK
 from medallion.streams.start_checks import check_landing, record_gaps, refuse_unsafe_starts
 from medallion.streams.stream_errors import describe_failure, error_summary
@@ -80,14 +80,8 @@ def _start(
     """Start one flow (a head carrying the members its fusion names); a failure to start
     names the stream, its checkpoint and the cause."""
     try:
-        if flow.start is None:
-            assert flow.batch is not None and isinstance(flow.source, Table)
-            return start_delta_foreach_batch(
-                spark, config, trigger, flow.name, flow.source.key, flow.batch
-            )
-        if flow.fuses:
-            return flow.start(spark, config, trigger, fused=fusions[flow.name].fused)
-        return flow.start(spark, config, trigger)
+        fused = fusions[flow.name].fused if flow.fuses else ()
+        return start_flow(spark, config, flow, trigger, fused)
     except PySparkException as error:
         raise describe_failure(flow, config, error) from error
 

@@ -12,6 +12,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.conflicts import retry_on_conflict
+from medallion.declarations import Flow, Table
 from medallion.sql_names import TableRef
 from medallion.storage import read_text
 from medallion.streams.checkpoints import discard_abandoned_writes
@@ -179,7 +180,9 @@ def start_foreach_batch(
     )
 
 
-BatchFactory = Callable[[Config, str], Callable[[DataFrame, int], None]]
+# (config, checkpoint[, stream]) -> the foreachBatch function; ``stream`` names another writer
+# than the flow that runs the same batch (a quarantine replay).
+BatchFactory = Callable[..., Callable[[DataFrame, int], None]]
 
 
 def start_delta_foreach_batch(
@@ -198,3 +201,18 @@ def start_delta_foreach_batch(
     )
     process = make_batch(config, checkpoint)
     return start_foreach_batch(source, process, checkpoint, trigger, stream_name)
+
+
+def start_flow(
+    spark: SparkSession, config: Config, flow: Flow, trigger: Trigger, fused: Sequence[str] = ()
+) -> StreamingQuery:
+    """Start one flow's stream: through its ``start``, or, for a flow that declares only its
+    batch, a Delta source read handed to that batch. A head carries the members ``fused``."""
+    if flow.start is None:
+        assert flow.batch is not None and isinstance(flow.source, Table)
+        return start_delta_foreach_batch(
+            spark, config, trigger, flow.name, flow.source.key, flow.batch
+        )
+    if flow.fuses:
+        return flow.start(spark, config, trigger, fused=fused)
+    return flow.start(spark, config, trigger)

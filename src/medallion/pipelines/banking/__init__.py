@@ -104,18 +104,19 @@ BANKING = register(
         views=VIEWS,
         contracts=(TRANSACTIONS, ACCOUNT_CHANGES),
         replays=(
+            # The profiles first: the transactions promoted next are screened against them.
+            QuarantineReplay(
+                t.ACCOUNTS_QUARANTINE,
+                "silver_accounts",
+                ACCOUNT_CHANGES.dataset,
+                validate_account_changes,
+            ),
             QuarantineReplay(
                 t.TRANSACTIONS_QUARANTINE,
                 "silver_transactions",
                 TRANSACTIONS.dataset,
                 validate_transactions,
                 key=("transaction_id",),
-            ),
-            QuarantineReplay(
-                t.ACCOUNTS_QUARANTINE,
-                "silver_accounts",
-                ACCOUNT_CHANGES.dataset,
-                validate_account_changes,
             ),
         ),
     )

@@ -73,7 +73,9 @@ def start_gold_customer_changes(
     )
 
 
-def gold_revenue_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, int], None]:
+def gold_revenue_batch(
+    config: Config, checkpoint: str, stream: str | None = None
+) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of ``gold_daily_revenue_by_country``.
 
     Each purchase of the batch is joined with ``silver/customers`` as it is now (a
@@ -84,7 +86,7 @@ def gold_revenue_batch(config: Config, checkpoint: str) -> Callable[[DataFrame, 
     customers = config.table("silver/customers")
     gold = config.table("gold/daily_revenue_by_country")
 
-    app_id = transaction_app_id("gold_daily_revenue_by_country", checkpoint)
+    app_id = transaction_app_id(stream or "gold_daily_revenue_by_country", checkpoint)
     guard = ReplayGuard(checkpoint)
 
     def process(batch: DataFrame, batch_id: int) -> None:
