@@ -126,8 +126,8 @@ def lake_config(args: argparse.Namespace, **changes: object) -> Config:
     exists; :class:`ConfigError` before Spark starts for a missing lake or an unknown pipeline."""
     lake = os.path.abspath(args.lake)
     landing = os.path.abspath(getattr(args, "landing", None) or lake)
-    pipelines = tuple(getattr(args, "pipeline", None) or ())
-    config = Config(landing=landing, lake=lake, pipelines=pipelines, **changes)  # type: ignore[arg-type]
+    names = tuple(getattr(args, "pipeline", None) or ())
+    config = Config(landing=landing, lake=lake, pipelines=names, **changes)  # type: ignore[arg-type]
     config.declared_pipelines()
     if not os.path.isdir(config.lake):
         raise ConfigError(f"no lake at {config.lake}")
