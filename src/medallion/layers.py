@@ -42,7 +42,7 @@ from medallion.streams.flows import Flow, all_flows, fusion_head
 from medallion.streams.run_report import RunReport, TableSummary
 from medallion.streams.runner import run_available_now, run_streaming
 from medallion.tables import ensure_tables, in_lake
-from medallion.task_params import VOLUMES_PREFIX, TaskParams
+from medallion.task_params import VOLUMES_PREFIX, TaskParams, true_or_false
 
 log = logging.getLogger(__name__)
 
@@ -226,13 +226,11 @@ def replay_task(
     """The quarantine replay task: :func:`~medallion.ops.replay.replay_quarantines` on the
     quarantines of the pipelines ``params`` name, with the settings they give (the job's
     ``settings`` parameter widens the contract); one line per quarantine."""
-    if dry_run.strip().lower() not in ("true", "false"):
-        raise ConfigError(f"dry_run must be true or false, not {dry_run!r}")
+    dry = true_or_false("dry_run", dry_run)
     try:
         moment = point_in_time(since.strip()) if since.strip() else None
     except ArgumentTypeError as error:
         raise ConfigError(f"since: {error}") from None
-    dry = dry_run.strip().lower() == "true"
     spark = get_spark()
     config = in_lake(spark, params.config())
     results = replay_quarantines(spark, config, reason_like.strip() or None, moment, dry)

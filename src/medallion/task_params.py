@@ -120,11 +120,9 @@ class TaskParams:
             )
         except ValueError as error:
             raise ConfigError(f"invalid number in the task parameters: {error}") from None
-        fail_on_data_loss = self.kafka_fail_on_data_loss.strip().lower() or "true"
-        if fail_on_data_loss not in ("true", "false"):
-            raise ConfigError(
-                f"kafka_fail_on_data_loss must be true or false, not {self.kafka_fail_on_data_loss!r}"
-            )
+        fail_on_data_loss = true_or_false(
+            "kafka_fail_on_data_loss", self.kafka_fail_on_data_loss, default=True
+        )
         return Config(
             pipelines=tuple(p.strip() for p in self.pipeline.split(",") if p.strip()),
             settings=parse_settings(self.settings),
@@ -145,7 +143,7 @@ class TaskParams:
                 starting_offsets=self.starting_offsets,
                 max_offsets_per_trigger=max_offsets,
                 secret_scope=self.kafka_secret_scope or None,
-                fail_on_data_loss=fail_on_data_loss == "true",
+                fail_on_data_loss=fail_on_data_loss,
             ),
         )
 
@@ -168,6 +166,21 @@ def resolve_file_source(choice: str = "auto") -> str:
         return choice
 
     return "autoloader" if session_kind() in ("databricks", "databricks-connect") else "files"
+
+
+def true_or_false(name: str, text: str, default: bool | None = None) -> bool:
+    """A parameter's ``true`` or ``false`` (any case); an empty one is ``default``, or an error
+    when there is none.
+
+    >>> true_or_false("dry_run", " TRUE "), true_or_false("x", "", default=True)
+    (True, True)
+    """
+    value = text.strip().lower()
+    if not value and default is not None:
+        return default
+    if value not in ("true", "false"):
+        raise ConfigError(f"{name} must be true or false, not {text!r}")
+    return value == "true"
 
 
 def notebook_params(namespace: Mapping[str, object]) -> TaskParams:

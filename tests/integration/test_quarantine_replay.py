@@ -214,12 +214,7 @@ def test_iot_and_banking_records_of_a_widened_rule_are_promoted_and_gold_follows
             "expect.accounts.risk_score_in_range": "warn",
         }
     )
-    readings = [
-        line
-        for path in sorted((landing / "device_readings").glob("*.json"))
-        for line in path.read_text().split("\n")
-        if line.strip()
-    ]
+    readings = [line for _, line in read_lines(landing / "device_readings")]
     humid = [line for line in readings if not iot_parse(line) and iot_parse(line, True)]
     lines = [line for _, line in read_lines(landing / "transactions")]
     currency = [line for line in lines if not transaction(line) and transaction(line, True)]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timezone
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from rich.console import Group
 from rich.padding import Padding
@@ -71,13 +71,18 @@ def quarantine_summary(
     return [_summary(spark, table, since) for table in quarantine_tables(spark, config)]
 
 
+def ingested_since(rows: DataFrame, since: datetime | None) -> DataFrame:
+    """The quarantine ``rows`` ingested at or after ``since`` (all when None; naive is UTC)."""
+    if since is None:
+        return rows
+    # Aware, so that PySpark does not read a naive one in this process's time zone.
+    if since.tzinfo is None:
+        since = since.replace(tzinfo=timezone.utc)
+    return rows.where(F.col("_ingested_at") >= F.lit(since))
+
+
 def _summary(spark: SparkSession, table: TableRef, since: datetime | None) -> QuarantineSummary:
-    rows = read_table(spark, table)
-    if since is not None:
-        # Aware, so that PySpark does not read a naive one in this process's time zone.
-        if since.tzinfo is None:
-            since = since.replace(tzinfo=timezone.utc)
-        rows = rows.where(F.col("_ingested_at") >= F.lit(since))
+    rows = ingested_since(read_table(spark, table), since)
     # The day in UTC, whatever the session's time zone (a Databricks workspace may set one).
     utc_day = F.to_date(F.to_utc_timestamp("_ingested_at", F.current_timezone()))
     # One job for both counts: each record once by reason and once by day, told apart.

@@ -29,9 +29,9 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from medallion.config import Config
@@ -40,6 +40,7 @@ from medallion.declarations import Flow, Pipeline, QuarantineReplay, Table
 from medallion.expectations import expectation_setting, expectations_of
 from medallion.faults import pause_point
 from medallion.locks import stream_locks
+from medallion.ops.quarantine import ingested_since
 from medallion.pipelines import declared_contract
 from medallion.sql_names import TableRef
 from medallion.storage import folder_exists
@@ -57,11 +58,18 @@ REPLAYS_SCHEMA = (
     "settings STRING, recorded_at TIMESTAMP"
 )
 PROMOTED, DUPLICATE, FINISHED = "promoted", "duplicate", "finished"
+
+
+def _raw_sha256(table: str = "") -> str:
+    """The SQL of a quarantine or bronze row's line hash (``table``: its alias and a dot)."""
+    return f"sha2(coalesce({table}_raw, ''), 256)"
+
+
 # Which quarantine row a record is, and which bronze row it came from.
 IDENTITY = ("_source_file", "_ingested_at", "raw_sha256")
 _SAME_RECORD = (
     "t._source_file <=> s._source_file AND t._ingested_at <=> s._ingested_at "
-    "AND sha2(coalesce(t._raw, ''), 256) = s.raw_sha256"
+    f"AND {_raw_sha256('t.')} = s.raw_sha256"
 )
 # The query id of every replay's checkpoint folder: a replay is told apart by its stream and id.
 REPLAY_QUERY_ID = "quarantine-replay"
@@ -122,14 +130,6 @@ def replay_quarantines(
                 job = _Replay(spark, config, pipeline, replay)
                 results += job.run(reason_like, since, dry_run)
     return results
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def _raw_sha256(raw: Column) -> Column:
-    return F.sha2(F.coalesce(raw, F.lit("")), 256)
 
 
 class _Replay:
@@ -239,19 +239,17 @@ class _Replay:
         return int(latest or 0) + 1
 
     def _chosen(self, reason_like: str | None, since: datetime | None) -> DataFrame:
-        rows = read_table(self.spark, self.quarantine)
+        rows = ingested_since(read_table(self.spark, self.quarantine), since)
         if reason_like:
             pattern = reason_like if "%" in reason_like else f"%{reason_like}%"
             rows = rows.where(F.col("reason").like(pattern))
-        if since is not None:
-            rows = rows.where(F.col("_ingested_at") >= F.lit(_utc(since)))
         key_column = self.replay.quarantine.columns[0]
         return rows.select(
             F.col(key_column).cast("string").alias("record_key"),
             "reason",
             "_source_file",
             "_ingested_at",
-            _raw_sha256(F.col("_raw")).alias("raw_sha256"),
+            F.expr(_raw_sha256()).alias("raw_sha256"),
         )
 
     def _bronze_rows(self, records: DataFrame) -> DataFrame:
@@ -261,12 +259,12 @@ class _Replay:
         bronze = read_table(self.spark, self.bronze)
         if low is not None:
             bronze = bronze.where(F.col("_ingested_at").between(low, high))
-        hashed = bronze.withColumn("raw_sha256", _raw_sha256(F.col("_raw")))
+        hashed = bronze.withColumn("raw_sha256", F.expr(_raw_sha256()))
         return hashed.join(identities, list(IDENTITY), "left_semi").drop("raw_sha256")
 
     def _validated(self, bronze_rows: DataFrame) -> DataFrame:
         validated = self.replay.validate(bronze_rows, expectations=self.expectations)
-        return validated.withColumn("raw_sha256", _raw_sha256(F.col("_raw")))  # type: ignore[union-attr]
+        return validated.withColumn("raw_sha256", F.expr(_raw_sha256()))  # type: ignore[union-attr]
 
     def _plan(self, reason_like: str | None, since: datetime | None) -> DataFrame:
         """The chosen records, each with whether it now passes and, if so, its outcome."""
