@@ -22,11 +22,13 @@ from medallion.sql_names import validate_identifier
 
 if TYPE_CHECKING:
     from medallion.contract_rules import Contract
+    from medallion.subjects import Subjects
 
 LAYERS = ("bronze", "silver", "gold")
 
-# Columns bronze adds to every input line.
-INGEST_METADATA = "_raw STRING, _source_file STRING, _ingested_at TIMESTAMP"
+# Columns bronze adds to every input line; RAW_COLUMN holds the line as it landed.
+RAW_COLUMN = "_raw"
+INGEST_METADATA = f"{RAW_COLUMN} STRING, _source_file STRING, _ingested_at TIMESTAMP"
 # Where a record was read from Kafka; NULL for rows read from files, so both sources share a schema.
 KAFKA_METADATA = (
     "_kafka_topic STRING, _kafka_partition INT, _kafka_offset BIGINT, _kafka_timestamp TIMESTAMP"
@@ -288,8 +290,9 @@ class Pipeline:
     """A named set of tables, the flows that write them, the generator of synthetic input for
     it (``medallion generate --pipeline NAME``), the settings its flows read, the views of
     its dashboard (a page of ``medallion dashboard``, a Lakeview dashboard of the bundle), and
-    the contracts of its input datasets (their expectations: medallion/expectations.py), and
-    how each of its quarantines is replayed."""
+    the contracts of its input datasets (their expectations: medallion/expectations.py), how
+    each of its quarantines is replayed, and the columns that identify a data subject
+    (medallion/subjects.py; None: its tables hold no personal data)."""
 
     name: str
     tables: tuple[Table, ...]
@@ -300,6 +303,7 @@ class Pipeline:
     views: tuple[View, ...] = ()
     contracts: tuple[Contract, ...] = ()
     replays: tuple[QuarantineReplay, ...] = ()
+    subjects: Subjects | None = None
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "pipeline name")
@@ -330,4 +334,38 @@ class Pipeline:
             if unbatched:
                 raise ValueError(
                     f"replay of {replay.quarantine.key}: {', '.join(unbatched)} declares no batch"
+                )
+        if self.subjects is not None:
+            self._check_subjects(self.subjects)
+
+    def _check_subjects(self, subjects: Subjects) -> None:
+        """Every table of a pipeline with data subjects either holds a subject column or raw
+        lines, or is recomputed from a table that holds one: an erasure misses no table."""
+        unknown = set(subjects.columns) - set(landing_datasets(self.flows))
+        if unknown:
+            raise ValueError(
+                f"pipeline {self.name!r}: subjects name datasets it does not land: "
+                f"{', '.join(sorted(unknown))}"
+            )
+        by_key = {t.key: t for t in self.tables}
+        for recompute in subjects.recomputes:
+            table, source = by_key.get(recompute.table), by_key.get(recompute.source)
+            if table is None or source is None or not subjects.holding_columns(source.columns):
+                raise ValueError(
+                    f"pipeline {self.name!r}: {recompute.table} is recomputed from "
+                    f"{recompute.source}, which must be declared tables, the source with a "
+                    "subject column"
+                )
+            if recompute.scope not in table.columns:
+                raise ValueError(f"{recompute.table} has no scope column {recompute.scope!r}")
+        for table in self.tables:
+            if not (
+                subjects.holding_columns(table.columns)
+                or RAW_COLUMN in table.columns
+                or subjects.recompute_of(table.key)
+            ):
+                raise ValueError(
+                    f"pipeline {self.name!r}: {table.key} has no subject column "
+                    f"({', '.join(subjects.column_names)}) and no raw line, and is not "
+                    "declared recomputed: an erasure would miss it"
                 )

@@ -24,6 +24,7 @@ from medallion.pipelines.banking.contract import (
 )
 from medallion.pipelines.banking.generator import generate
 from medallion.pipelines.banking.views import VIEWS
+from medallion.subjects import Subjects
 
 SETTINGS = (
     Setting(
@@ -118,6 +119,11 @@ BANKING = register(
                 validate_transactions,
                 key=("transaction_id",),
             ),
+        ),
+        # An account is the data subject: every banking table carries its account_id, so an
+        # erasure deletes rows and recomputes nothing.
+        subjects=Subjects(
+            {TRANSACTIONS.dataset: "account_id", ACCOUNT_CHANGES.dataset: "account_id"}
         ),
     )
 )

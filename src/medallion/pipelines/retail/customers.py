@@ -73,6 +73,14 @@ def start_gold_customer_changes(
     )
 
 
+def revenue_of(spark: SparkSession, config: Config, events: DataFrame) -> DataFrame:
+    """Gold's revenue rows of ``events``' purchases, each under its customer's country as
+    ``silver/customers`` knows it now (an erasure's recompute: medallion/subjects.py)."""
+    purchases = events.where(F.col("event_type") == "purchase")
+    customers = read_table(spark, config.table("silver/customers"))
+    return daily_revenue_by_country(enrich_purchases(purchases, customers))
+
+
 def gold_revenue_batch(
     config: Config, checkpoint: str, stream: str | None = None
 ) -> Callable[[DataFrame, int], None]:
@@ -83,7 +91,6 @@ def gold_revenue_batch(
     batch's totals are added to gold by a MERGE that happens once per batch
     (streams/exactly_once.py): a replayed batch is skipped, so no purchase is counted twice.
     """
-    customers = config.table("silver/customers")
     gold = config.table("gold/daily_revenue_by_country")
 
     app_id = transaction_app_id(stream or "gold_daily_revenue_by_country", checkpoint)
@@ -95,9 +102,7 @@ def gold_revenue_batch(
         try:
             if purchases.isEmpty():
                 return
-            totals = daily_revenue_by_country(
-                enrich_purchases(purchases, read_table(spark, customers))
-            )
+            totals = revenue_of(spark, config, purchases)
             with guard.batch(spark, batch_id) as writes:
                 writes.merge(gold, totals, ["event_date", "country"], _ADD_REVENUE, app_id(spark))
         finally:

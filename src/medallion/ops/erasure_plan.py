@@ -1,0 +1,77 @@
+"""What erasing a data subject would touch: each table's rows that belong to the subject, and
+each recomputed gold aggregate's scope (issue 29, erasure: the first step, read-only).
+
+The plan reads the lake and changes nothing. The erasure that carries it out (deletes under
+the streams' locks, the recomputes, the erasure log) builds on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from medallion.config import Config
+from medallion.subjects import Subjects, subject_rows
+from medallion.tables import read_table, table_exists
+
+
+@dataclass(frozen=True)
+class TableErasure:
+    """One table of an erasure: the subject's rows in it (``rows``), or, for a gold aggregate
+    recomputed in the subject's scope, the scope values (``scope``) and its rows in them."""
+
+    pipeline: str
+    table: str
+    rows: int
+    scope: tuple = ()
+
+    def describe(self) -> str:
+        """One line for people."""
+        if self.scope:
+            return f"{self.table}: {self.rows} rows in {len(self.scope)} scope values recomputed"
+        return f"{self.table}: {self.rows} rows removed"
+
+
+def erasure_plan(spark: SparkSession, config: Config, subject: str) -> list[TableErasure]:
+    """The tables of ``config``'s pipelines that hold ``subject``'s data, and how much of it,
+    in the pipelines' declared order; a pipeline without subjects, and tables not yet
+    created, are left out."""
+    if not subject:
+        raise ValueError("the subject's id is empty")
+    plan = []
+    for pipeline in config.declared_pipelines():
+        subjects = pipeline.subjects
+        if subjects is None:
+            continue
+        for table in pipeline.tables:
+            ref = config.table(table.key)
+            if not table_exists(spark, ref):
+                continue
+            recompute = subjects.recompute_of(table.key)
+            if recompute is not None:
+                scope = scope_values(spark, config, subjects, table.key, subject)
+                rows = read_table(spark, ref).where(F.col(recompute.scope).isin(list(scope)))
+                plan.append(TableErasure(pipeline.name, table.key, rows.count(), scope))
+                continue
+            frame = read_table(spark, ref)
+            condition = subject_rows(frame.columns, subjects, subject)
+            if condition is not None:
+                plan.append(TableErasure(pipeline.name, table.key, frame.where(condition).count()))
+    return plan
+
+
+def scope_values(
+    spark: SparkSession, config: Config, subjects: Subjects, table_key: str, subject: str
+) -> tuple:
+    """The values of ``table_key``'s scope column that the subject's rows of its source fall
+    in, sorted (the hours, the days to recompute)."""
+    recompute = subjects.recompute_of(table_key)
+    if recompute is None:
+        raise ValueError(f"{table_key} is not declared recomputed")
+    source = read_table(spark, config.table(recompute.source))
+    condition = subject_rows(source.columns, subjects, subject)
+    scoped = recompute.scoped(source.where(condition))
+    values = scoped.select(recompute.scope).distinct().collect()
+    return tuple(sorted(row[0] for row in values if row[0] is not None))
