@@ -28,8 +28,13 @@ def lake_snapshot(spark, config: Config) -> dict:
     tables = {}
     for table in in_lake(spark, config).tables():
         df = read_table(spark, table).drop("_ingested_at", "_source_file")
-        tables[table.key] = Counter(tuple(row) for row in df.collect())
+        tables[table.key] = Counter(tuple(map(_hashable, row)) for row in df.collect())
     return tables
+
+
+def _hashable(value):
+    """A column value that a Counter can count: arrays (banking's alert reasons) as tuples."""
+    return tuple(map(_hashable, value)) if isinstance(value, list) else value
 
 
 def _shown(lines: Counter) -> str:

@@ -33,6 +33,7 @@ from medallion.config import Config
 from medallion.console import plain
 from medallion.declarations import landing_datasets
 from medallion.errors import ConfigError
+from medallion.ops.erase import erase_subject
 from medallion.ops.maintain import maintain as maintain_tables
 from medallion.ops.maintain import render
 from medallion.ops.replay import render_results, replay_quarantines
@@ -235,6 +236,20 @@ def replay_task(
     config = in_lake(spark, params.config())
     results = replay_quarantines(spark, config, reason_like.strip() or None, moment, dry)
     return render_results(results, dry).splitlines()
+
+
+def erase_task(
+    params: TaskParams, subject: str = "", dry_run: str = "false", vacuum: str = "false"
+) -> list[str]:
+    """The erasure task: :func:`~medallion.ops.erase.erase_subject` of the job's ``subject``
+    from the pipelines ``params`` name (default: every pipeline that declares subjects)."""
+    if not subject.strip():
+        raise ConfigError("subject: give the id of the person to erase as the job's parameter")
+    dry = true_or_false("dry_run", dry_run)
+    spark = get_spark()
+    config = in_lake(spark, params.config())
+    result = erase_subject(spark, config, subject.strip(), dry, true_or_false("vacuum", vacuum))
+    return result.describe(dry).splitlines()
 
 
 def task_arguments(argv: Sequence[str]) -> dict[str, str]:

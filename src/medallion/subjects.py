@@ -106,10 +106,15 @@ def subject_rows(table_columns: Iterable[str], subjects: Subjects, subject: str)
     return F.coalesce(reduce(lambda a, b: a | b, conditions), F.lit(False))
 
 
-def subject_hash(subject: str, salt: bytes) -> str:
-    """The salted SHA-256 of a subject's id, hex: what logs and suppression lists keep instead
-    of the id."""
-    return hashlib.sha256(salt + subject.encode("utf-8")).hexdigest()
+def subject_hash(subject: str, salt: str) -> str:
+    """The salted SHA-256 of an id, hex: what the erasure log keeps instead of the id (the same
+    as :func:`hashed` in Spark)."""
+    return hashlib.sha256((salt + subject).encode("utf-8")).hexdigest()
+
+
+def hashed(column: str, salt: str) -> Column:
+    """:func:`subject_hash` of a string column, on the executors."""
+    return F.sha2(F.concat(F.lit(salt), F.col(column)), 256)
 
 
 def _sql_literal(value: object) -> str:

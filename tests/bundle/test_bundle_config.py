@@ -56,6 +56,7 @@ def test_the_bundle_includes_every_resource_file(bundle):
         *pipeline_jobs,
         "medallion_maintenance",
         "medallion_quarantine_replay",
+        "medallion_erase",
     }
 
 
@@ -367,6 +368,7 @@ def test_job_list_prints_one_line_per_job_key_first_then_its_tasks(capsys):
     assert rows == {
         "medallion_maintenance": ["maintain"],
         "medallion_quarantine_replay": ["replay", "gold"],
+        "medallion_erase": ["erase"],
         **pipeline_jobs,
     }
     assert main(["job", "list", "--bundle", str(ROOT), "--output", "json"]) == 0

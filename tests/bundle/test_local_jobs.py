@@ -82,6 +82,17 @@ def test_the_quarantine_replay_job_promotes_what_its_settings_widen_then_runs_go
     assert "now pass: promoted 1, 0 duplicates" in events and "(replay 1)" in events
 
 
+def test_the_erasure_job_removes_the_subject_given_as_its_parameter(spark, local_jobs):
+    (run,) = local_jobs.runs["erase"]
+    assert run.state == "SUCCESS", run.error
+    assert any(x.startswith("erasure 1: the subject is gone from ") for x in run.text.splitlines())
+    config, subject = local_jobs.config, local_jobs.erased
+    bronze = read_table(spark, config.table("bronze/events"))
+    assert bronze.where(F.col("_raw").contains(f'"{subject}"')).isEmpty()
+    for key in ("silver/events", "gold/hourly_product_users"):
+        assert read_table(spark, config.table(key)).where(F.col("user_id") == subject).isEmpty()
+
+
 def test_the_serverless_variant_and_maintenance_change_no_rows(spark, local_jobs):
     assert all(r.state == "SUCCESS" for r in local_jobs.runs["serverless"])
     assert [(r.key, r.state) for r in local_jobs.runs["maintenance"]] == [("maintain", "SUCCESS")]
@@ -117,7 +128,8 @@ def test_the_exploration_notebook_shows_history_time_travel_changes_progress_and
 
 def test_the_backlog_left_once_the_jobs_ran_is_only_maintenance_commits(spark, local_jobs):
     """Every landed file is taken; the source versions a stream has not read are those the
-    maintenance job committed after it (OPTIMIZE, VACUUM), which hold no new data."""
+    maintenance job committed after it (OPTIMIZE, VACUUM), which hold no new data, and the
+    erasure job's (its DELETEs, which the streams skip, and the append-only flag lifted)."""
     from medallion.explore import stream_backlog
     from medallion.streams import checkpoint_files
     from medallion.streams.flows import flow
@@ -134,7 +146,8 @@ def test_the_backlog_left_once_the_jobs_ran_is_only_maintenance_commits(spark, l
         position = checkpoint_files.delta_position(config.checkpoint(name))
         source = config.table(flow(name).source.key)
         unread = history(spark, source).where(f"version > {position.version}").collect()
-        assert {r.operation for r in unread} <= {"OPTIMIZE", "VACUUM START", "VACUUM END"}
+        erasure = {"DELETE", "SET TBLPROPERTIES"}
+        assert {r.operation for r in unread} <= {"OPTIMIZE", "VACUUM START", "VACUUM END", *erasure}
         maintained += 1
     assert maintained, "maintenance committed to a table a stream reads"
 

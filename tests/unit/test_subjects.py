@@ -10,7 +10,14 @@ from pyspark.sql import functions as F
 
 from medallion.declarations import Flow, Landing, Pipeline, Table
 from medallion.pipelines import pipelines
-from medallion.subjects import Recompute, Subjects, scope_predicate, subject_hash, subject_rows
+from medallion.subjects import (
+    Recompute,
+    Subjects,
+    hashed,
+    scope_predicate,
+    subject_hash,
+    subject_rows,
+)
 
 RETAIL_SUBJECTS = Subjects({"events": "user_id", "customers": "customer_id"})
 
@@ -52,10 +59,12 @@ def test_a_typed_table_is_matched_by_its_subject_columns_and_a_table_without_any
     assert subject_rows(["window_start", "views"], RETAIL_SUBJECTS, "u1") is None
 
 
-def test_the_hash_is_salted_and_never_the_id():
-    one, other = subject_hash("u1", b"salt-a"), subject_hash("u1", b"salt-b")
+def test_the_hash_is_salted_never_the_id_and_the_same_in_spark(spark):
+    one, other = subject_hash("u1", "salt-a"), subject_hash("u1", "salt-b")
     assert one != other and len(one) == 64 and "u1" not in one
-    assert subject_hash("u1", b"salt-a") == one
+    ids = spark.createDataFrame([("u1",), ("ü2",)], "user_id STRING")
+    in_spark = [r.h for r in ids.select(hashed("user_id", "salt-a").alias("h")).collect()]
+    assert in_spark == [one, subject_hash("ü2", "salt-a")]
 
 
 def test_the_scope_predicate_quotes_values_and_refuses_zoned_times(spark):

@@ -1,8 +1,8 @@
-"""The operations subcommands of ``medallion``: ``maintain``, ``status``, ``reset``,
-``quarantine`` and ``pipelines``.
+"""The operations subcommands of ``medallion``: ``maintain``, ``status``, ``reset`` and
+``pipelines``, with ``quarantine`` and ``erase`` from ops/governance_cli.py.
 
 medallion/cli.py adds them with :func:`add_ops_parsers` and dispatches through
-:data:`OPS_COMMANDS`; docs/operations.md describes them.
+:data:`OPS_COMMANDS`; docs/operations.md and docs/governance.md describe them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from medallion.argtypes import (
     PORT,
     POSITIVE_MINUTES,
     POSITIVE_SECONDS,
-    point_in_time,
 )
 from medallion.cli_arguments import (
     LAKE_VARIABLE,
@@ -26,25 +25,23 @@ from medallion.cli_arguments import (
     add_landing_argument,
     add_output_argument,
     add_pipeline_argument,
-    add_settings_arguments,
-    carried_columns,
     lake_config,
     print_json,
 )
-from medallion.config import parse_settings
 from medallion.console import error, show
 from medallion.declarations import LAYERS
 from medallion.errors import ConfigError
 from medallion.ops.dashboard import serve
 from medallion.ops.doctor import render, run_checks
+from medallion.ops.governance_cli import GOVERNANCE_COMMANDS, add_governance_parsers
 from medallion.ops.lineage import mermaid
 from medallion.pipelines import pipelines
 from medallion.session import get_spark, local_packages
 
 
 def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
-    """Add ``maintain``, ``status``, ``reset``, ``quarantine`` and ``pipelines`` to the
-    ``medallion`` parser."""
+    """Add ``maintain``, ``status``, ``reset``, ``quarantine``, ``erase`` and ``pipelines`` to
+    the ``medallion`` parser."""
     # deferred: loads pyspark
     from medallion.ops.maintain import DEFAULT_RETENTION_HOURS
 
@@ -119,51 +116,7 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_pipeline_argument(reset)
 
-    quarantine = sub.add_parser(
-        "quarantine",
-        help="what the quarantines hold (summary)",
-        epilog="example:\n  medallion quarantine summary --lake build/demo/lake",
-    )
-    actions = quarantine.add_subparsers(dest="action", required=True, metavar="ACTION")
-    summary = actions.add_parser(
-        "summary",
-        help="records of each quarantine by reason and by day of ingestion",
-        epilog="example:\n  medallion quarantine summary --lake build/demo/lake --since 2026-11-01",
-    )
-    add_lake_argument(summary)
-    add_pipeline_argument(summary)
-    summary.add_argument(
-        "--since",
-        type=point_in_time,
-        metavar="TIME",
-        help="count records ingested at or after TIME (ISO-8601, UTC unless it has a zone)",
-    )
-    add_output_argument(summary)
-    replay = actions.add_parser(
-        "replay",
-        help="check quarantined records again and promote those that now pass into silver",
-        epilog="example:\n  medallion quarantine replay --lake build/demo/lake "
-        "--reason-like event_type --set expect.events.event_type_allowed=warn",
-    )
-    add_lake_argument(replay)
-    add_pipeline_argument(replay)
-    replay.add_argument(
-        "--reason-like",
-        metavar="TEXT",
-        help="only records whose reason matches TEXT, a SQL LIKE pattern (without %%: any "
-        "reason that contains it)",
-    )
-    replay.add_argument(
-        "--since",
-        type=point_in_time,
-        metavar="TIME",
-        help="only records ingested at or after TIME (ISO-8601, UTC unless it has a zone)",
-    )
-    replay.add_argument(
-        "--dry-run", action="store_true", help="count what would be promoted; write nothing"
-    )
-    add_settings_arguments(replay)
-    add_output_argument(replay)
+    add_governance_parsers(sub)
 
     add_doctor_and_shell(sub)
     listing = sub.add_parser(
@@ -307,43 +260,6 @@ def cmd_reset(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_quarantine(args: argparse.Namespace) -> int:
-    if args.action == "replay":
-        return _quarantine_replay(args)
-    # deferred: loads pyspark
-    from medallion.ops.quarantine import quarantine_summary, render_summary
-    from medallion.tables import in_lake
-
-    spark = get_spark()
-    summaries = quarantine_summary(spark, in_lake(spark, lake_config(args)), args.since)
-    if args.output == "json":
-        print_json([s.as_json() for s in summaries])
-    else:
-        show(render_summary(summaries))
-    return 0
-
-
-def _quarantine_replay(args: argparse.Namespace) -> int:
-    # deferred: loads pyspark
-    from medallion.ops.replay import render_results, replay_quarantines
-    from medallion.tables import in_lake
-
-    config = lake_config(
-        args,
-        settings=parse_settings(args.settings),
-        carried_columns=carried_columns(args.carry_column, args.pipeline),
-    )
-    spark = get_spark()
-    results = replay_quarantines(
-        spark, in_lake(spark, config), args.reason_like, args.since, args.dry_run
-    )
-    if args.output == "json":
-        print_json([r.as_json() for r in results])
-    else:
-        print(render_results(results, args.dry_run))
-    return 0
-
-
 def cmd_pipelines(args: argparse.Namespace) -> int:
     if args.mermaid:
         print(mermaid(pipelines()), end="")
@@ -365,6 +281,6 @@ OPS_COMMANDS = {
     "maintain": cmd_maintain,
     "status": cmd_status,
     "reset": cmd_reset,
-    "quarantine": cmd_quarantine,
+    **GOVERNANCE_COMMANDS,
     "pipelines": cmd_pipelines,
 }

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from functools import cached_property
 from typing import NamedTuple
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
@@ -51,7 +51,7 @@ from medallion.streams.sinks import (
     merge_into,
     transaction_app_id,
 )
-from medallion.tables import history
+from medallion.tables import delta_table, history
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +246,31 @@ class BatchWrites:
             return False
         with self._tagged(table, app_id):
             merge_into(self.spark, table, rows, keys, clauses, schema_evolution)
+        return True
+
+    def delete(self, table: TableRef, condition: Column, app_id: str) -> bool:
+        """``DELETE`` the table's rows that meet ``condition`` unless this batch did before;
+        True when it deleted."""
+        if self.written_before(table, app_id):
+            return False
+        with self._tagged(table, app_id):
+            delta_table(self.spark, table).delete(condition)
+        return True
+
+    def replace_where(self, table: TableRef, rows: DataFrame, predicate: str, app_id: str) -> bool:
+        """Replace the table's rows that meet the SQL ``predicate`` with ``rows`` (which must
+        meet it too), in one commit, unless this batch did before; True when it wrote."""
+        if self.written_before(table, app_id):
+            return False
+        writer = rows.write.format("delta").mode("overwrite").option("replaceWhere", predicate)
+        writer = writer.option("userMetadata", self.tag(app_id).user_metadata())
+        txn = self._delta_txn(table, app_id)
+        if txn is not None:
+            writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+        if table.path is not None:
+            writer.save(table.path)
+        else:
+            writer.saveAsTable(table.qualified_name)
         return True
 
     @contextmanager

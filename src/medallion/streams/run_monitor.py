@@ -21,6 +21,7 @@ from typing import Any, TextIO, TypeVar
 from pyspark.sql import SparkSession
 
 from medallion.config import Config
+from medallion.erasure_log import record_dropped
 from medallion.session import is_connect_session
 from medallion.streams.progress import (
     ProgressRecorder,
@@ -149,6 +150,11 @@ class RunMonitor:
         except Exception:  # noqa: BLE001 - monitoring never stops the pipeline
             log.warning("could not record %d progress events yet", len(rows), exc_info=True)
             self.recorder.give_back(rows)
+            return
+        try:
+            record_dropped(self.spark, self.config, rows)  # erased subjects' lines, if any
+        except Exception:  # noqa: BLE001 - monitoring never stops the pipeline
+            log.warning("could not log the lines of erased subjects dropped", exc_info=True)
 
     def _flush_loop(self) -> None:
         while not self._stop.wait(self.flush_seconds):

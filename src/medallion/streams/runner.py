@@ -120,6 +120,7 @@ def run_available_now(
     flows: Sequence[Flow] | None = None,
     register_names: bool = True,
     interrupt: threading.Event | None = None,
+    locked: bool = False,
 ) -> RunReport:
     """Process everything that has landed, each flow after those it reads from, and return the
     run's summary. ``register_names=False`` leaves the tables unnamed in the session catalog
@@ -128,11 +129,14 @@ def run_available_now(
     stream resumes from its checkpoint, its batch in flight replayed.
 
     The run holds its streams' locks: a second writer of any of them is refused.
+    ``locked=True``: the caller holds them already (an erasure drains the lake under its own).
     """
     chosen = chosen_flows(spark, config, flows)
     if chosen is None:
         return nothing_to_run(config)
     config, flows = chosen
+    if locked:
+        return _run_available_now(spark, config, flows, register_names, interrupt)
     with _locks(config, flows, "available now"):
         return _run_available_now(spark, config, flows, register_names, interrupt)
 

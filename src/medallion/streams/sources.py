@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.delta_log import commit_actions, committed_version
+from medallion.erasure_log import without_erased
 from medallion.source_options import DeltaSourceOptions
 from medallion.sql_names import TableRef
 from medallion.streams import checkpoint_files
@@ -91,10 +92,15 @@ def kafka_lines(
 
 
 def input_lines(spark: SparkSession, config: Config, dataset: str) -> DataFrame:
-    """The raw input of one dataset from the configured source: Kafka topic or landing files."""
+    """The raw input of one dataset from the configured source: Kafka topic or landing files,
+    without the lines of erased data subjects (medallion/erasure_log.py)."""
     if config.source == "kafka":
-        return kafka_lines(spark, config, dataset)
-    return landing_lines(spark, config, dataset)
+        lines = kafka_lines(spark, config, dataset)
+    else:
+        lines = landing_lines(spark, config, dataset)
+    if any(p.subjects and dataset in p.subjects.columns for p in config.declared_pipelines()):
+        lines = without_erased(spark, config, dataset, lines)  # erased stays erased
+    return lines
 
 
 # A new stream whose source has at most this many commits reads them from the first one

@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
+from medallion.erasure_log import erased_versions
 from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, CUSTOMER_FIELDS
 from medallion.pipelines.retail.transforms.customers import (
     CUSTOMERS,
@@ -64,6 +65,9 @@ def start_gold_customer_changes(
         config.source_options("gold_customer_changes"),
         change_feed=True,
     )
+    erased = erased_versions(spark, config, "silver/customers")
+    if erased:  # an erasure's DELETE is no change to audit (medallion/erasure_log.py)
+        changes = changes.where(~F.col("_commit_version").isin(erased))
     return start_append(
         changes.select(*CUSTOMERS.change_columns, *CDF_COLUMNS),
         config.table("gold/customer_changes"),

@@ -1,0 +1,339 @@
+"""``medallion erase``: a data subject's rows removed from every table of the chosen pipelines,
+gold recomputed without them, and the erasure logged without the id (docs/governance.md).
+
+An erasure of one subject:
+
+1. holds the locks of every stream of the chosen pipelines (refused while one runs) and drains
+   the lake first, as an available-now run of the streams that read tables: none has the
+   subject's records still to read;
+2. logs ``started`` with the subject's salted hash, and the hashes of the keys the subject's
+   silver rows hold (``keys``);
+3. gold: each declared aggregate is recomputed in the subject's scope from silver without the
+   subject's rows (one ``replaceWhere``), and the rows of tables with a subject column deleted;
+   then silver, then bronze: the subject's rows deleted, raw lines and quarantines included;
+4. promotes the next copy of each of those keys (a re-sent record under another subject, which
+   silver had dropped as a duplicate) through the silver flow's own batch, as if the subject's
+   records had never landed; gold follows as after a quarantine replay (ops/replay.py);
+5. logs ``finished``.
+
+Every write is tagged with the erasure (streams/exactly_once.py) and logged when done: an
+erasure interrupted anywhere is finished by the next run of the same erasure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, replace
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from medallion.config import Config
+from medallion.declarations import Pipeline, QuarantineReplay, Table
+from medallion.delta_log import committed_version
+from medallion.erasure_log import (
+    DELETED,
+    ERASURES_SCHEMA,
+    FINISHED,
+    KEYS,
+    PROMOTED,
+    RECOMPUTED,
+    STARTED,
+    erasure_salt,
+    erasures_table,
+    unfinished_erasure,
+)
+from medallion.errors import ConfigError
+from medallion.faults import pause_point
+from medallion.locks import stream_locks
+from medallion.ops.erasure_plan import TableErasure, erasure_plan, scope_values
+from medallion.ops.maintain import DEFAULT_RETENTION_HOURS, maintain
+from medallion.sql_names import TableRef
+from medallion.storage import folder_exists
+from medallion.streams.exactly_once import BatchWrites, plan_batch
+from medallion.streams.runner import run_available_now
+from medallion.streams.sinks import append_batch
+from medallion.subjects import (
+    hashed,
+    json_string_literal,
+    scope_predicate,
+    subject_hash,
+    subject_rows,
+)
+from medallion.tables import create_delta_table, history, read_table, table_exists
+
+log = logging.getLogger(__name__)
+
+ERASURE_QUERY_ID = "erasure"
+ERASURE_LOCK = "_erasure"  # one erasure at a time in a lake
+_APP = "medallion-erasure"
+
+
+@dataclass(frozen=True)
+class ErasureResult:
+    """What an erasure removed (or, in a dry run, would), table by table."""
+
+    subject_hash: str | None
+    erasure_id: int | None
+    tables: tuple[TableErasure, ...]
+    promoted: int = 0
+    vacuumed_files: int | None = None  # None: no VACUUM asked for
+
+    def as_json(self) -> dict:
+        return asdict(self) | {"tables": [asdict(t) | {"scope": len(t.scope)} for t in self.tables]}
+
+    def describe(self, dry_run: bool) -> str:
+        """Lines for people: one per table with the subject's rows."""
+        touched = [t for t in self.tables if t.rows or t.scope]
+        if dry_run:
+            head = f"would erase the subject from {len(touched)} tables (dry run; nothing written)"
+        else:
+            head = f"erasure {self.erasure_id}: the subject is gone from {len(touched)} tables"
+            if self.promoted:
+                head += f"; {self.promoted} re-sent copies of its keys took their place in silver"
+            if self.vacuumed_files is not None:
+                head += f"; VACUUM deleted {self.vacuumed_files} files"
+        return "\n".join([head, *(f"  {t.describe()}" for t in touched)])
+
+
+def erase_subject(
+    spark: SparkSession,
+    config: Config,
+    subject: str,
+    dry_run: bool = False,
+    vacuum: bool = False,
+) -> ErasureResult:
+    """Erase ``subject`` from ``config``'s pipelines that declare data subjects (every one by
+    default). Raises :class:`~medallion.locks.LockHeld` while a stream of them runs.
+
+    ``vacuum``: then VACUUM the tables it touched, with maintenance's retention and guard
+    (docs/governance.md: when the rows are gone from time travel and from storage)."""
+    if not subject.strip() or len(subject) > 1000 or not subject.isprintable():
+        raise ConfigError("the subject's id must be printable text of 1 to 1000 characters")
+    chosen = [p for p in config.declared_pipelines() if p.subjects is not None]
+    if not chosen:
+        raise ConfigError("none of the chosen pipelines declares data subjects")
+    config = config.with_options(pipelines=tuple(p.name for p in chosen))
+    if dry_run:
+        return ErasureResult(None, None, tuple(erasure_plan(spark, config, subject)))
+    streams = [ERASURE_LOCK, *(f.name for p in chosen for f in p.flows)]
+    with stream_locks(config, streams, "medallion erase"):
+        # Every stream that reads a table reads what it has not yet: none of them can bring
+        # the subject's rows back afterwards. Lines still landing are read by the next run.
+        erasure = _Erasure(spark, config, subject)
+        if erasure.resuming is None:  # an interrupted one drained the lake before it started
+            delta_fed = [f for p in chosen for f in p.flows if isinstance(f.source, Table)]
+            run_available_now(spark, config, delta_fed, register_names=False, locked=True)
+        result = erasure.run(chosen)
+    if vacuum:
+        touched = [t.table for t in result.tables if t.rows or t.scope]
+        done = maintain(spark, config, touched, DEFAULT_RETENTION_HOURS, run_optimize=False)
+        result = replace(result, vacuumed_files=sum(m.vacuumed_files for m in done))
+    return result
+
+
+class _Erasure:
+    """One erasure of one subject, started or resumed."""
+
+    def __init__(self, spark: SparkSession, config: Config, subject: str) -> None:
+        self.spark, self.config, self.subject = spark, config, subject
+        self.salt = erasure_salt(spark, config, create=True) or ""
+        self.hash = subject_hash(subject, self.salt)
+        self.log = erasures_table(config)
+        create_delta_table(spark, self.log, ERASURES_SCHEMA, {})
+        self.resuming = self._interrupted()
+        self.results: list[TableErasure] = []
+        self.promoted = 0
+
+    def _interrupted(self) -> int | None:
+        """The id of this subject's interrupted erasure, to finish; refused for another's."""
+        unfinished = unfinished_erasure(self.spark, self.config)
+        if unfinished is None:
+            return None
+        if unfinished[1] != self.hash:
+            raise ConfigError(
+                f"erasure {unfinished[0]} of another subject ({unfinished[1][:12]}…) was "
+                "interrupted: run it again with its subject's id first"
+            )
+        log.warning("finishing interrupted erasure %d", unfinished[0])
+        return unfinished[0]
+
+    def _start(self) -> None:
+        """Start a new erasure, or take up the interrupted one."""
+        if self.resuming is not None:
+            self.erasure_id = self.resuming
+        else:
+            latest = read_table(self.spark, self.log).agg(F.max("erasure_id")).first()[0]
+            self.erasure_id = int(latest or 0) + 1
+            # The id as a JSON string, hashed: what input lines are dropped by from now on.
+            literal = subject_hash(json_string_literal(self.subject), self.salt)
+            self._record(self.erasure_id, "", "", STARTED, detail=literal)
+        started = self._logged().where(F.col("action") == STARTED)
+        self.planned_ms = int(started.agg(F.unix_millis(F.min("recorded_at"))).first()[0])
+        self.writes = BatchWrites(self.spark, self.erasure_id, True, self._checkpoint("_tables"))
+
+    def _checkpoint(self, name: str) -> str:
+        """Where this erasure's writes as ``name`` keep what a stream's checkpoint holds."""
+        checkpoint = f"{self.config.checkpoints_folder}/_erasure/{name}"
+        plan_batch(self.spark, checkpoint, ERASURE_QUERY_ID, self.erasure_id, self.planned_ms)
+        return checkpoint
+
+    def _record(
+        self,
+        erasure_id: int,
+        pipeline: str,
+        table_key: str,
+        action: str,
+        rows: int | None = None,
+        version: int | None = None,
+        detail: str | None = None,
+    ) -> None:
+        row = (erasure_id, self.hash, pipeline, table_key, action, rows, version, detail)
+        frame = self.spark.createDataFrame([row], ERASURES_SCHEMA.rsplit(",", 1)[0])
+        append_batch(frame.withColumn("recorded_at", F.current_timestamp()), self.log)
+
+    def _logged(self) -> DataFrame:
+        return read_table(self.spark, self.log).where(F.col("erasure_id") == self.erasure_id)
+
+    def run(self, pipelines: list[Pipeline]) -> ErasureResult:
+        self._start()
+        done = {(r.table_key, r.action) for r in self._logged().collect()}
+        for pipeline in pipelines:
+            self._pipeline(pipeline, done)
+        self._record(self.erasure_id, "", "", FINISHED)
+        return ErasureResult(self.hash, self.erasure_id, tuple(self.results), self.promoted)
+
+    def _pipeline(self, pipeline: Pipeline, done: set[tuple[str, str]]) -> None:
+        subjects = pipeline.subjects
+        assert subjects is not None
+        present = [t for t in pipeline.tables if table_exists(self.spark, self._ref(t))]
+        keyed = [r for r in pipeline.replays if r.key and self._silver(pipeline, r) in present]
+        for replay in keyed:  # which keys to promote, before silver loses them
+            silver = self._silver(pipeline, replay)
+            if (silver.key, KEYS) not in done:
+                rows = read_table(self.spark, self._ref(silver))
+                theirs = rows.where(subject_rows(rows.columns, subjects, self.subject))
+                key = replay.key[0]
+                hashes = sorted(
+                    r.h for r in theirs.select(hashed(key, self.salt).alias("h")).collect()
+                )
+                self._record(
+                    self.erasure_id,
+                    pipeline.name,
+                    silver.key,
+                    KEYS,
+                    len(hashes),
+                    None,
+                    json.dumps(hashes),
+                )
+        for layer in ("gold", "silver", "bronze"):
+            for table in (t for t in present if t.layer == layer):
+                action = RECOMPUTED if subjects.recompute_of(table.key) else DELETED
+                if (table.key, action) in done:
+                    continue
+                if action == RECOMPUTED:
+                    self._recompute(pipeline, table)
+                else:
+                    self._delete(pipeline, table)
+                pause_point(f"erasure:{table.layer}_{table.name}")  # crash tests only
+        for replay in keyed:
+            silver = self._silver(pipeline, replay)
+            if (silver.key, PROMOTED) not in done:
+                self._promote(pipeline, replay, silver)
+
+    def _ref(self, table: Table) -> TableRef:
+        return self.config.table(table.key)
+
+    @staticmethod
+    def _silver(pipeline: Pipeline, replay: QuarantineReplay) -> Table:
+        flow = next(f for f in pipeline.flows if f.name == replay.flow)
+        return next(t for t in flow.outputs if t.layer == "silver" and not t.quarantine)
+
+    def _tagged_commit(self, ref: TableRef, metric: str) -> tuple[int | None, int]:
+        """(version, ``metric``) of the commit this erasure made to ``ref``, found again."""
+        tag = self.writes.tag(_APP).user_metadata()
+        row = history(self.spark, ref).where(F.col("userMetadata") == tag).first()
+        if row is None:
+            return None, 0
+        return int(row.version), int((row.operationMetrics or {}).get(metric, 0))
+
+    def _delete(self, pipeline: Pipeline, table: Table) -> None:
+        ref = self._ref(table)
+        frame = read_table(self.spark, ref)
+        condition = subject_rows(frame.columns, pipeline.subjects, self.subject)
+        if condition is None:
+            return
+        rows, version = frame.where(condition).count(), None
+        if self.writes.written_before(ref, _APP):
+            version, rows = self._tagged_commit(ref, "numDeletedRows")
+        elif rows:
+            _allow_deletes(self.spark, ref)
+            self.writes.delete(ref, condition, _APP)
+            version = committed_version(self.spark, ref)
+        self._record(self.erasure_id, pipeline.name, table.key, DELETED, rows, version)
+        self.results.append(TableErasure(pipeline.name, table.key, rows))
+
+    def _recompute(self, pipeline: Pipeline, table: Table) -> None:
+        subjects = pipeline.subjects
+        recompute = subjects.recompute_of(table.key)
+        ref = self._ref(table)
+        scope = scope_values(self.spark, self.config, subjects, table.key, self.subject)
+        rows, version = 0, None
+        if self.writes.written_before(ref, _APP):
+            version, rows = self._tagged_commit(ref, "numOutputRows")
+        elif scope:
+            predicate = scope_predicate(recompute.scope, scope)
+            source = read_table(self.spark, self.config.table(recompute.source))
+            others = source.where(~subject_rows(source.columns, subjects, self.subject))
+            scoped = recompute.scoped(others).where(predicate)
+            new_rows = recompute.rows(self.spark, self.config, scoped).select(*table.columns)
+            self.writes.replace_where(ref, new_rows, predicate, _APP)
+            version = committed_version(self.spark, ref)
+            rows = read_table(self.spark, ref).where(predicate).count()
+        detail = json.dumps([str(v) for v in scope])
+        self._record(self.erasure_id, pipeline.name, table.key, RECOMPUTED, rows, version, detail)
+        self.results.append(TableErasure(pipeline.name, table.key, rows, scope))
+
+    def _promote(self, pipeline: Pipeline, replay: QuarantineReplay, silver: Table) -> None:
+        """The next copy of each key the subject held goes through the silver flow's batch."""
+        logged = self._logged().where(
+            (F.col("table_key") == silver.key) & (F.col("action") == KEYS)
+        )
+        hashes = json.loads(logged.first().detail or "[]")
+        flows = {f.name: f for f in pipeline.flows}
+        flow = flows[replay.flow]
+        key = replay.key[0]
+        inserted = 0
+        if hashes:
+            bronze = read_table(self.spark, self.config.table(flow.source.key))
+            candidates = bronze.where(hashed(key, self.salt).isin(hashes))
+            valid = replay.validate(candidates).where(F.col("reason").isNull())
+            rows = candidates.join(valid.select(*IDENTITY).distinct(), list(IDENTITY), "left_semi")
+            checkpoint = self._checkpoint(flow.name)
+            flow.batch(self.config, checkpoint, stream=f"erasure_{flow.name}")(
+                rows, self.erasure_id
+            )
+            silver_rows = read_table(self.spark, self._ref(silver))
+            now = silver_rows.where(hashed(key, self.salt).isin(hashes))
+            inserted = now.count()
+            for feed in (flows[name] for name in replay.feeds):
+                if folder_exists(self.spark, self.config.checkpoint(feed.name)):
+                    continue  # a stream of its own from silver: it reads them there
+                feed_checkpoint = self._checkpoint(feed.name)
+                feed.batch(self.config, feed_checkpoint, stream=f"erasure_{feed.name}")(
+                    now, self.erasure_id
+                )
+        self._record(self.erasure_id, pipeline.name, silver.key, PROMOTED, inserted)
+        self.promoted += inserted
+
+
+# A bronze row's identity: its file, its ingestion time and its line.
+IDENTITY = ("_source_file", "_ingested_at", "_raw")
+
+
+def _allow_deletes(spark: SparkSession, ref: TableRef) -> None:
+    """A table declared append-only gives that up for erasures (docs/governance.md)."""
+    detail = spark.sql(f"DESCRIBE DETAIL {ref.sql_name}").first()
+    if (detail.properties or {}).get("delta.appendOnly", "false").lower() == "true":
+        spark.sql(f"ALTER TABLE {ref.sql_name} SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
