@@ -160,6 +160,14 @@ def read_table(spark: SparkSession, table: TableRef, version: int | None = None)
     return reader.table(table.qualified_name)
 
 
+def allow_deletes(spark: SparkSession, table: TableRef) -> None:
+    """Lift ``delta.appendOnly`` from a table created with it, so that rows can be deleted (a
+    quarantine replay, an erasure: docs/governance.md)."""
+    detail = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").first()
+    if (detail.properties or {}).get("delta.appendOnly", "false").lower() == "true":
+        spark.sql(f"ALTER TABLE {table.sql_name} SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
+
+
 def append_rows(spark: SparkSession, table: TableRef, rows: list[dict], columns: str) -> None:
     """Append plain rows (dicts) with this DDL schema to an existing table."""
     writer = spark.createDataFrame(rows, columns).write.format("delta").mode("append")

@@ -50,8 +50,8 @@ from medallion.locks import stream_locks
 from medallion.ops.erasure_plan import TableErasure, erasure_plan, scope_values
 from medallion.ops.maintain import DEFAULT_RETENTION_HOURS, maintain
 from medallion.sql_names import TableRef
-from medallion.storage import folder_exists
 from medallion.streams.exactly_once import BatchWrites, plan_batch
+from medallion.streams.fusion import feed_fused
 from medallion.streams.runner import run_available_now
 from medallion.streams.sinks import append_batch
 from medallion.subjects import (
@@ -61,7 +61,13 @@ from medallion.subjects import (
     subject_hash,
     subject_rows,
 )
-from medallion.tables import create_delta_table, history, read_table, table_exists
+from medallion.tables import (
+    allow_deletes,
+    create_delta_table,
+    history,
+    read_table,
+    table_exists,
+)
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +274,7 @@ class _Erasure:
         if self.writes.written_before(ref, _APP):
             version, rows = self._tagged_commit(ref, "numDeletedRows")
         elif rows:
-            _allow_deletes(self.spark, ref)
+            allow_deletes(self.spark, ref)  # a table declared append-only gives that up
             self.writes.delete(ref, condition, _APP)
             version = committed_version(self.spark, ref)
         self._record(self.erasure_id, pipeline.name, table.key, DELETED, rows, version)
@@ -317,23 +323,19 @@ class _Erasure:
             silver_rows = read_table(self.spark, self._ref(silver))
             now = silver_rows.where(hashed(key, self.salt).isin(hashes))
             inserted = now.count()
-            for feed in (flows[name] for name in replay.feeds):
-                if folder_exists(self.spark, self.config.checkpoint(feed.name)):
-                    continue  # a stream of its own from silver: it reads them there
-                feed_checkpoint = self._checkpoint(feed.name)
-                feed.batch(self.config, feed_checkpoint, stream=f"erasure_{feed.name}")(
-                    now, self.erasure_id
-                )
+            feeds = [flows[name] for name in replay.feeds]
+            feed_fused(
+                self.spark,
+                self.config,
+                feeds,
+                lambda: now,
+                self.erasure_id,
+                self._checkpoint,
+                "erasure",
+            )
         self._record(self.erasure_id, pipeline.name, silver.key, PROMOTED, inserted)
         self.promoted += inserted
 
 
 # A bronze row's identity: its file, its ingestion time and its line.
 IDENTITY = ("_source_file", "_ingested_at", "_raw")
-
-
-def _allow_deletes(spark: SparkSession, ref: TableRef) -> None:
-    """A table declared append-only gives that up for erasures (docs/governance.md)."""
-    detail = spark.sql(f"DESCRIBE DETAIL {ref.sql_name}").first()
-    if (detail.properties or {}).get("delta.appendOnly", "false").lower() == "true":
-        spark.sql(f"ALTER TABLE {ref.sql_name} SET TBLPROPERTIES ('delta.appendOnly' = 'false')")

@@ -43,11 +43,11 @@ from medallion.locks import stream_locks
 from medallion.ops.quarantine import ingested_since
 from medallion.pipelines import declared_contract
 from medallion.sql_names import TableRef
-from medallion.storage import folder_exists
 from medallion.streams.exactly_once import plan_batch
 from medallion.streams.flows import fusion_head
+from medallion.streams.fusion import feed_fused
 from medallion.streams.sinks import append_batch
-from medallion.tables import create_delta_table, read_table, table_exists
+from medallion.tables import allow_deletes, create_delta_table, read_table, table_exists
 
 log = logging.getLogger(__name__)
 
@@ -341,13 +341,15 @@ class _Replay:
         stream = f"replay_{self.flow.name}"
         self.flow.batch(self.config, self.checkpoint, stream=stream)(bronze_rows, replay_id)
         pause_point("quarantine_replay:promoted")  # crash tests only
-        for feed in self.feeds:
-            if folder_exists(self.spark, self.config.checkpoint(feed.name)):
-                continue  # it runs as a stream of its own from silver, and reads the rows there
-            inserted = self._inserted(planned, bronze_rows)
-            feed.batch(self.config, self.checkpoint, stream=f"replay_{feed.name}")(
-                inserted, replay_id
-            )
+        feed_fused(
+            self.spark,
+            self.config,
+            self.feeds,
+            lambda: self._inserted(planned, bronze_rows),
+            replay_id,
+            lambda _feed: self.checkpoint,
+            "replay",
+        )
         pause_point("quarantine_replay:fed")  # crash tests only
         self._delete_from_quarantine(planned)
         pause_point("quarantine_replay:deleted")  # crash tests only
@@ -370,7 +372,7 @@ class _Replay:
 
     def _delete_from_quarantine(self, planned: DataFrame) -> None:
         """Delete the planned records from the quarantine (again: nothing is left to delete)."""
-        self._allow_deletes()
+        allow_deletes(self.spark, self.quarantine)  # a quarantine created before replays
         records = planned.select(*IDENTITY).distinct()
         statement = (
             f"MERGE INTO {self.quarantine.sql_name} AS t USING {{records}} AS s "
@@ -380,15 +382,6 @@ class _Replay:
             lambda: self.spark.sql(statement, records=records),
             f"delete replayed records from {self.quarantine.key}",
         )
-
-    def _allow_deletes(self) -> None:
-        """A quarantine created append-only (before replays) gives that up."""
-        detail = self.spark.sql(f"DESCRIBE DETAIL {self.quarantine.sql_name}").first()
-        if (detail.properties or {}).get("delta.appendOnly", "false").lower() == "true":
-            self.spark.sql(
-                f"ALTER TABLE {self.quarantine.sql_name} "
-                "SET TBLPROPERTIES ('delta.appendOnly' = 'false')"
-            )
 
 
 def render_results(results: Sequence[ReplayResult], dry_run: bool) -> str:

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Config
 from medallion.errors import PipelineError
@@ -108,3 +108,25 @@ def lost_member_checkpoint(spark: SparkSession, config: Config, member: Flow) ->
     if head is None or folder_exists(spark, config.checkpoint(member.name)):
         return False
     return folder_exists(spark, config.checkpoint(head.name)) and not is_fused(spark, config, head)
+
+
+def feed_fused(
+    spark: SparkSession,
+    config: Config,
+    feeds: Sequence[Flow],
+    inserted: Callable[[], DataFrame],
+    batch_id: int,
+    checkpoint_of: Callable[[str], str],
+    stream_prefix: str,
+) -> None:
+    """Give the silver rows a batch run outside its stream ``inserted`` (a quarantine replay,
+    an erasure's promotion) to each of ``feeds``, the flows fused downstream of that silver
+    flow, as batch ``batch_id`` of stream ``<stream_prefix>_<feed>`` (its checkpoint folder:
+    ``checkpoint_of(feed name)``). A feed with a checkpoint of its own runs as a stream from
+    silver and reads the rows there."""
+    for feed in feeds:
+        if folder_exists(spark, config.checkpoint(feed.name)):
+            continue
+        assert feed.batch is not None  # declarations refuse a feed without a batch
+        batch = feed.batch(config, checkpoint_of(feed.name), stream=f"{stream_prefix}_{feed.name}")
+        batch(inserted(), batch_id)
