@@ -165,7 +165,9 @@ class StreamLocks:
         return os.path.join(self.folder, f"{stream}.lock")
 
     def acquire(self) -> StreamLocks:
-        """Take every stream's lock, or none: raises :class:`LockHeld` naming the holder."""
+        """Take every stream's lock, or none: raises :class:`LockHeld` naming the holder.
+        Locks released may be taken again."""
+        self._stop = threading.Event()
         if self.folder is None:
             log.debug("no stream locks on this storage; relying on one job run at a time")
             return self

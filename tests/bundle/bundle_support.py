@@ -124,22 +124,8 @@ class FakeWorkspace:
 
 
 def comparable_snapshot(spark, config) -> dict:
-    """The rows of every table that exists, as multisets, without ingestion times and paths.
+    """The rows of every table that exists, as multisets, without ingestion times and paths,
+    and without the tables of Change Data Feed rows (lake_checks.lake_snapshot)."""
+    from lake_checks import lake_snapshot
 
-    Tables of Change Data Feed rows (with ``_commit_version``) are left out: their rows depend
-    on how the input was split into commits, not only on the input.
-    """
-    from collections import Counter
-
-    from medallion.tables import read_table, table_exists
-
-    out = {}
-    for table in config.tables():
-        if not table_exists(spark, table):
-            continue
-        df = read_table(spark, table)
-        if "_commit_version" in df.columns:
-            continue
-        df = df.drop("_ingested_at", "_source_file")
-        out[table.key] = Counter(tuple(row) for row in df.collect())
-    return out
+    return lake_snapshot(spark, config, change_feeds=False)

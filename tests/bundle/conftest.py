@@ -136,11 +136,12 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
         widened = {"settings": REPLAY_SETTING, "reason_like": "unknown event_type"}
         run("replay", "medallion_quarantine_replay", widened)
         assert_lake_matches(spark, config, expected_from(landing, event_types=None))
-        # Last, a shopper erased through the erasure job (tests/integration/test_erasure.py
-        # holds every table to its oracle): result.erased names them.
+        # Last, a shopper erased from retail through the erasure job
+        # (tests/integration/test_erasure.py holds every table to its oracle): result.erased
+        # names them.
         silver = read_table(spark, config.table("silver/events"))
         result.erased = silver.groupBy("user_id").count().orderBy("count", "user_id").first()[0]
-        run("erase", "medallion_erase", {"subject": result.erased})
+        run("erase", "medallion_erase", {"subject": result.erased, "pipeline": "retail"})
     return result
 
 

@@ -12,6 +12,7 @@ from bundle_support import ROOT
 from pyspark.sql import functions as F
 
 from medallion.cli import main
+from medallion.erasure_log import erasures_table
 from medallion.quality_log import quality_table
 from medallion.tables import history, read_table
 
@@ -91,6 +92,9 @@ def test_the_erasure_job_removes_the_subject_given_as_its_parameter(spark, local
     assert bronze.where(F.col("_raw").contains(f'"{subject}"')).isEmpty()
     for key in ("silver/events", "gold/hourly_product_users"):
         assert read_table(spark, config.table(key)).where(F.col("user_id") == subject).isEmpty()
+    # Only the pipeline given as a parameter: banking's tables are not in the erasure's log.
+    log = read_table(spark, erasures_table(config)).where(F.col("erasure_id") == 1)
+    assert {r.pipeline for r in log.collect()} == {"", "retail"}
 
 
 def test_the_serverless_variant_and_maintenance_change_no_rows(spark, local_jobs):

@@ -20,7 +20,9 @@ from lake_checks import (
 )
 from lake_copy import copy_lake
 from oracle import expected_customers, expected_from, read_file_lines
+from processes import wait_until
 from pyspark.sql import functions as F
+from stream_thread import StreamInThread
 
 from medallion.config import Config
 from medallion.delta_log import committed_version
@@ -127,6 +129,8 @@ def test_a_shopper_erased_leaves_every_table_as_if_they_had_never_landed(
     assert {r.action for r in log} >= {"started", "keys", "deleted", "recomputed", "finished"}
     deleted = {r.table_key: r.rows for r in log if r.action == "deleted"}
     assert deleted == {k: p.rows for k, p in planned.items() if not p.scope}
+    recomputed = {r.table_key: r.rows for r in log if r.action == "recomputed"}
+    assert recomputed["gold/daily_revenue_by_country"] == sum(k[0] in days for k in revenue)
 
     # The streams go on without reading anything again, and erased stays erased: the
     # shopper's old lines sent again are dropped before bronze, and counted in the log.
@@ -143,7 +147,18 @@ def test_a_shopper_erased_leaves_every_table_as_if_they_had_never_landed(
     assert sum(r.rows for r in log) == resent > 0
 
 
-def test_an_account_erased_leaves_banking_as_if_it_had_never_landed(
+def _dropped(running) -> int:
+    """The lines the queries' batches dropped as an erased subject's (observed metrics)."""
+    return sum(
+        int(row["dropped"] or 0)
+        for _, query in running
+        for progress in query.recentProgress
+        for name, row in progress.observedMetrics.items()
+        if name.startswith("erased_lines_")
+    )
+
+
+def test_an_account_erased_beside_a_running_stream_leaves_banking_as_if_it_had_never_landed(
     spark, reference_lake, tmp_path
 ):
     landing, lake = copy_lake(reference_lake, tmp_path / "copy")
@@ -157,14 +172,30 @@ def test_an_account_erased_leaves_banking_as_if_it_had_never_landed(
     transactions = config.table("silver/transactions")
     before = read_table(spark, transactions).where(F.col("account_id") == account).count()
     version = committed_version(spark, transactions)
-    result = erase_subject(spark, config, account, vacuum=True)
+    oracle_landing = _without(landing, tmp_path / "oracle", account)
+
+    # `run --stream` runs beside the erasure: it pauses its queries for it, then goes on.
+    watched: list = []
+    with StreamInThread(spark, config, watch=lambda running: watched.append(list(running))):
+        assert wait_until(lambda: watched, 120)
+        started = {query.runId for _, query in watched[-1]}
+        result = erase_subject(spark, config, account, vacuum=True)
+        # The queries started again read the account's old lines, landed again, and drop them.
+        literal, resent = json.dumps(account), 0
+        for dataset in ("transactions", "accounts"):
+            lines = [x for p in sorted((landing / dataset).iterdir()) for x in read_file_lines(p)]
+            theirs = [x for x in lines if literal in x]
+            (landing / dataset / "resent.json").write_text("".join(f"{x}\n" for x in theirs))
+            resent += len(theirs)
+        assert wait_until(lambda: _dropped(watched[-1]) == resent > 0, 120), resent
+        assert not started & {query.runId for _, query in watched[-1]}
     assert sum(t.rows for t in result.tables) > 0
     # VACUUM ran with maintenance's retention: no file is old enough yet, so the erased rows
     # stay reachable by time travel until the retention has passed (docs/governance.md).
     assert result.vacuumed_files == 0
     old = read_table(spark, transactions, version).where(F.col("account_id") == account)
     assert old.count() == before > 0
-    assert_banking_matches(
-        spark, config, Deliveries(_without(landing, tmp_path / "oracle", account)).ran()
-    )
+    assert_banking_matches(spark, config, Deliveries(oracle_landing).ran())
     assert lake_snapshot(spark, retail) == retail_before  # another pipeline is not touched
+    log = read_table(spark, erasures_table(config)).where("action = 'dropped'").collect()
+    assert sum(r.rows for r in log) == resent

@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
 
 import pytest
 from deltalake import DeltaTable
+from lake_checks import plain_value
 
 from medallion.config import Config
 from medallion.tables import read_table
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
-
-
-def _plain(value):
-    """Values as both readers can agree on, and hashable: timestamps as naive UTC, arrays as
-    tuples."""
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        return value.astimezone(timezone.utc).replace(tzinfo=None)
-    if isinstance(value, list):
-        return tuple(_plain(v) for v in value)
-    return value
 
 
 def test_delta_rs_reads_every_table_with_the_same_rows(spark, reference_lake):
@@ -31,9 +21,11 @@ def test_delta_rs_reads_every_table_with_the_same_rows(spark, reference_lake):
     for table in config.tables():
         spark_df = read_table(spark, table)
         columns = spark_df.columns
-        from_spark = Counter(tuple(_plain(v) for v in row) for row in spark_df.collect())
+        from_spark = Counter(tuple(plain_value(v) for v in row) for row in spark_df.collect())
         arrow = DeltaTable(table.path).to_pyarrow_table(columns=columns)
-        from_rs = Counter(tuple(_plain(record[c]) for c in columns) for record in arrow.to_pylist())
+        from_rs = Counter(
+            tuple(plain_value(record[c]) for c in columns) for record in arrow.to_pylist()
+        )
         assert sum(from_rs.values()) == sum(from_spark.values()), table.key
         assert from_rs == from_spark, table.key
         assert sum(from_spark.values()) > 0 or table.key.endswith("quarantine"), table.key

@@ -15,6 +15,7 @@ import pytest
 
 from medallion.config import Config
 from medallion.locks import LEASE_SECONDS, LockHeld, StreamLocks, lock_holders, stream_locks
+from medallion.streams.pausing import pause_asked, pause_request, paused_for
 
 
 @pytest.fixture
@@ -91,3 +92,37 @@ def test_no_lock_is_taken_on_remote_storage():
     config = Config(landing="s3://bucket/landing", lake="s3://bucket/lake")
     with stream_locks(config, ["bronze_events"], "remote") as locks:
         assert locks.folder is None
+
+
+def test_a_run_gives_up_its_locks_to_a_pause_request_and_takes_them_back_after(lake_config):
+    asked = [pause_request("retail")]
+    run = StreamLocks(lake_config, ["bronze_events"], "medallion run (stream)").acquire()
+    assert pause_asked(lake_config, asked) is None
+    request = StreamLocks(lake_config, asked, "medallion erase").acquire()
+    assert pause_asked(lake_config, asked) == "medallion erase"
+    resumed: list[bool] = []
+    pausing = threading.Thread(
+        target=lambda: resumed.append(
+            paused_for(lake_config, run, asked, "medallion erase", threading.Event())
+        )
+    )
+    pausing.start()
+    # The run's lock comes free for the command, which takes it, then gives both up.
+    with stream_locks(lake_config, ["bronze_events"], "medallion erase", wait_seconds=5):
+        assert lock_holders(lake_config, ["bronze_events"])["bronze_events"].command == (
+            "medallion erase"
+        )
+    request.release()
+    pausing.join(10)
+    assert resumed == [True]
+    assert lock_holders(lake_config, ["bronze_events"])["bronze_events"].run_id == run.holder.run_id
+    # A request left by a dead process is stale: no run pauses for it.
+    _plant(lake_config, asked[0], pid=2**22 + 17, command="medallion erase")
+    assert pause_asked(lake_config, asked) is None
+    # Stopped while paused: the run ends without taking its locks back.
+    request = StreamLocks(lake_config, asked, "medallion erase").acquire()
+    stop = threading.Event()
+    stop.set()
+    assert not paused_for(lake_config, run, asked, "medallion erase", stop)
+    assert lock_holders(lake_config, ["bronze_events"]) == {}
+    request.release()

@@ -3,9 +3,10 @@ gold recomputed without them, and the erasure logged without the id (docs/govern
 
 An erasure of one subject:
 
-1. holds the locks of every stream of the chosen pipelines (refused while one runs) and drains
-   the lake first, as an available-now run of the streams that read tables: none has the
-   subject's records still to read;
+1. holds the locks of every stream of the chosen pipelines (a ``run --stream`` of them pauses
+   its queries and gives them up meanwhile: streams/pausing.py; another run is waited for as
+   long as a stop takes, then refused) and drains the lake first, as an available-now run of
+   the streams that read tables: none has the subject's records still to read;
 2. logs ``started`` with the subject's salted hash, and the hashes of the keys the subject's
    silver rows hold (``keys``);
 3. gold: each declared aggregate is recomputed in the subject's scope from silver without the
@@ -16,8 +17,9 @@ An erasure of one subject:
    records had never landed; gold follows as after a quarantine replay (ops/replay.py);
 5. logs ``finished``.
 
-Every write is tagged with the erasure (streams/exactly_once.py) and logged when done: an
-erasure interrupted anywhere is finished by the next run of the same erasure.
+Every write is tagged with the erasure (streams/exactly_once.py) and logged layer by layer: an
+erasure interrupted anywhere is finished by the next run of the same erasure, which finds the
+writes of a layer not logged yet by their tags.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.declarations import Pipeline, QuarantineReplay, Table
-from medallion.delta_log import committed_version
+from medallion.delta_log import commit_actions, commit_info, commit_tags, committed_version
 from medallion.erasure_log import (
     DELETED,
     ERASURES_SCHEMA,
@@ -52,6 +54,7 @@ from medallion.ops.maintain import DEFAULT_RETENTION_HOURS, maintain
 from medallion.sql_names import TableRef
 from medallion.streams.exactly_once import BatchWrites, plan_batch
 from medallion.streams.fusion import feed_fused
+from medallion.streams.pausing import pause_request
 from medallion.streams.runner import run_available_now
 from medallion.streams.sinks import append_batch
 from medallion.subjects import (
@@ -74,6 +77,8 @@ log = logging.getLogger(__name__)
 ERASURE_QUERY_ID = "erasure"
 ERASURE_LOCK = "_erasure"  # one erasure at a time in a lake
 _APP = "medallion-erasure"
+# How much longer than a stop's timeout an erasure waits for a paused run's locks.
+PAUSE_MARGIN_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,9 @@ def erase_subject(
     vacuum: bool = False,
 ) -> ErasureResult:
     """Erase ``subject`` from ``config``'s pipelines that declare data subjects (every one by
-    default). Raises :class:`~medallion.locks.LockHeld` while a stream of them runs.
+    default). A continuous run of them pauses meanwhile; raises
+    :class:`~medallion.locks.LockHeld` when another run holds their streams for longer than a
+    stop takes.
 
     ``vacuum``: then VACUUM the tables it touched, with maintenance's retention and guard
     (docs/governance.md: when the rows are gone from time travel and from storage)."""
@@ -124,7 +131,14 @@ def erase_subject(
     if dry_run:
         return ErasureResult(None, None, tuple(erasure_plan(spark, config, subject)))
     streams = [ERASURE_LOCK, *(f.name for p in chosen for f in p.flows)]
-    with stream_locks(config, streams, "medallion erase"):
+    # A `run --stream` holding the streams pauses for the erasure (streams/pausing.py): its
+    # locks come free once its batches in flight have ended.
+    asked = [pause_request(p.name) for p in chosen]
+    wait = config.stop_timeout_seconds + PAUSE_MARGIN_SECONDS
+    with (
+        stream_locks(config, asked, "medallion erase"),
+        stream_locks(config, streams, "medallion erase", wait_seconds=wait),
+    ):
         # Every stream that reads a table reads what it has not yet: none of them can bring
         # the subject's rows back afterwards. Lines still landing are read by the next run.
         erasure = _Erasure(spark, config, subject)
@@ -151,6 +165,7 @@ class _Erasure:
         self.resuming = self._interrupted()
         self.results: list[TableErasure] = []
         self.promoted = 0
+        self.pending: list[tuple] = []  # log rows not appended yet (_flush)
 
     def _interrupted(self) -> int | None:
         """The id of this subject's interrupted erasure, to finish; refused for another's."""
@@ -175,6 +190,7 @@ class _Erasure:
             # The id as a JSON string, hashed: what input lines are dropped by from now on.
             literal = subject_hash(json_string_literal(self.subject), self.salt)
             self._record(self.erasure_id, "", "", STARTED, detail=literal)
+            self._flush()
         started = self._logged().where(F.col("action") == STARTED)
         self.planned_ms = int(started.agg(F.unix_millis(F.min("recorded_at"))).first()[0])
         self.writes = BatchWrites(self.spark, self.erasure_id, True, self._checkpoint("_tables"))
@@ -195,9 +211,17 @@ class _Erasure:
         version: int | None = None,
         detail: str | None = None,
     ) -> None:
-        row = (erasure_id, self.hash, pipeline, table_key, action, rows, version, detail)
-        frame = self.spark.createDataFrame([row], ERASURES_SCHEMA.rsplit(",", 1)[0])
-        append_batch(frame.withColumn("recorded_at", F.current_timestamp()), self.log)
+        self.pending.append(
+            (erasure_id, self.hash, pipeline, table_key, action, rows, version, detail)
+        )
+
+    def _flush(self) -> None:
+        """Append the pending log rows in one commit. A table's row may be lost to a crash
+        before its flush: the next run finds the table's tagged commit again."""
+        if self.pending:
+            frame = self.spark.createDataFrame(self.pending, ERASURES_SCHEMA.rsplit(",", 1)[0])
+            append_batch(frame.withColumn("recorded_at", F.current_timestamp()), self.log)
+            self.pending = []
 
     def _logged(self) -> DataFrame:
         return read_table(self.spark, self.log).where(F.col("erasure_id") == self.erasure_id)
@@ -208,6 +232,7 @@ class _Erasure:
         for pipeline in pipelines:
             self._pipeline(pipeline, done)
         self._record(self.erasure_id, "", "", FINISHED)
+        self._flush()
         return ErasureResult(self.hash, self.erasure_id, tuple(self.results), self.promoted)
 
     def _pipeline(self, pipeline: Pipeline, done: set[tuple[str, str]]) -> None:
@@ -233,6 +258,7 @@ class _Erasure:
                     None,
                     json.dumps(hashes),
                 )
+        self._flush()  # the keys, before silver loses them
         for layer in ("gold", "silver", "bronze"):
             for table in (t for t in present if t.layer == layer):
                 action = RECOMPUTED if subjects.recompute_of(table.key) else DELETED
@@ -243,6 +269,7 @@ class _Erasure:
                 else:
                     self._delete(pipeline, table)
                 pause_point(f"erasure:{table.layer}_{table.name}")  # crash tests only
+            self._flush()  # gold's scopes, before silver loses the subject's rows
         for replay in keyed:
             silver = self._silver(pipeline, replay)
             if (silver.key, PROMOTED) not in done:
@@ -256,38 +283,53 @@ class _Erasure:
         flow = next(f for f in pipeline.flows if f.name == replay.flow)
         return next(t for t in flow.outputs if t.layer == "silver" and not t.quarantine)
 
-    def _tagged_commit(self, ref: TableRef, metric: str) -> tuple[int | None, int]:
-        """(version, ``metric``) of the commit this erasure made to ``ref``, found again."""
+    def _tagged_commit(self, ref: TableRef) -> tuple[int | None, dict]:
+        """(version, operation metrics) of the commit this erasure made to ``ref``, found again
+        in its history; (None, {}) when it made none."""
         tag = self.writes.tag(_APP).user_metadata()
         row = history(self.spark, ref).where(F.col("userMetadata") == tag).first()
         if row is None:
-            return None, 0
-        return int(row.version), int((row.operationMetrics or {}).get(metric, 0))
+            return None, {}
+        return int(row.version), dict(row.operationMetrics or {})
 
     def _delete(self, pipeline: Pipeline, table: Table) -> None:
         ref = self._ref(table)
-        frame = read_table(self.spark, ref)
-        condition = subject_rows(frame.columns, pipeline.subjects, self.subject)
+        condition = subject_rows(
+            read_table(self.spark, ref).columns, pipeline.subjects, self.subject
+        )
         if condition is None:
             return
-        rows, version = frame.where(condition).count(), None
         if self.writes.written_before(ref, _APP):
-            version, rows = self._tagged_commit(ref, "numDeletedRows")
-        elif rows:
+            version, metrics = self._tagged_commit(ref)
+        else:
             allow_deletes(self.spark, ref)  # a table declared append-only gives that up
             self.writes.delete(ref, condition, _APP)
-            version = committed_version(self.spark, ref)
+            version, metrics = self._own_commit(ref)
+        rows = int(metrics.get("numDeletedRows", 0))
         self._record(self.erasure_id, pipeline.name, table.key, DELETED, rows, version)
         self.results.append(TableErasure(pipeline.name, table.key, rows))
+
+    def _own_commit(self, ref: TableRef) -> tuple[int | None, dict]:
+        """(version, operation metrics) of the commit this erasure has just made to ``ref``,
+        read from the log without a Spark job; (None, {}) when it made none (a DELETE that
+        matched no row commits nothing)."""
+        try:
+            version = committed_version(self.spark, ref)
+            actions = commit_actions(self.spark, ref, version) if version is not None else []
+        except LookupError:  # a catalog table: its history
+            return self._tagged_commit(ref)
+        if commit_tags(actions).get(_APP) != self.erasure_id:
+            return None, {}
+        return version, commit_info(actions).get("operationMetrics", {})
 
     def _recompute(self, pipeline: Pipeline, table: Table) -> None:
         subjects = pipeline.subjects
         recompute = subjects.recompute_of(table.key)
         ref = self._ref(table)
         scope = scope_values(self.spark, self.config, subjects, table.key, self.subject)
-        rows, version = 0, None
+        version, metrics = None, {}
         if self.writes.written_before(ref, _APP):
-            version, rows = self._tagged_commit(ref, "numOutputRows")
+            version, metrics = self._tagged_commit(ref)
         elif scope:
             predicate = scope_predicate(recompute.scope, scope)
             source = read_table(self.spark, self.config.table(recompute.source))
@@ -295,8 +337,10 @@ class _Erasure:
             scoped = recompute.scoped(others).where(predicate)
             new_rows = recompute.rows(self.spark, self.config, scoped).select(*table.columns)
             self.writes.replace_where(ref, new_rows, predicate, _APP)
-            version = committed_version(self.spark, ref)
-            rows = read_table(self.spark, ref).where(predicate).count()
+            version, metrics = self._own_commit(ref)
+        # The rows written in the scope: replaceWhere also copies the rows outside it that
+        # share a file with a replaced one.
+        rows = int(metrics.get("numOutputRows", 0)) - int(metrics.get("numCopiedRows", 0))
         detail = json.dumps([str(v) for v in scope])
         self._record(self.erasure_id, pipeline.name, table.key, RECOMPUTED, rows, version, detail)
         self.results.append(TableErasure(pipeline.name, table.key, rows, scope))

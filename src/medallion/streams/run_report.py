@@ -96,12 +96,17 @@ def rows_written(spark: SparkSession, config: Config, key: str, since: int) -> i
 
 
 def summarize(
-    spark: SparkSession, config: Config, before: dict[str, int], queries: dict[str, StreamingQuery]
+    spark: SparkSession,
+    config: Config,
+    before: dict[str, int],
+    queries: dict[str, list[StreamingQuery]],
 ) -> RunReport:
+    """The run's report, from ``before`` (table versions) and each flow's queries (more than
+    one when a continuous run paused and started them again)."""
     report = RunReport()
     rows_in: dict[str, int] = {}
-    for name, query in queries.items():
-        progress = query.recentProgress
+    for name, started in queries.items():
+        progress = [p for query in started for p in query.recentProgress]
         report.batches[name] = len(progress)
         rows_in[name] = sum(p.numInputRows for p in progress)
 

@@ -12,26 +12,26 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from medallion.compaction import BackgroundCompactor, compact_fragmented
+from medallion.compaction import compact_fragmented
 from medallion.config import Config
 from medallion.console import plural, step
 from medallion.declarations import landing_datasets
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
-from medallion.locks import stream_locks
+from medallion.locks import StreamLocks, stream_locks
 from medallion.quality_log import quality_table
 from medallion.session import is_connect_session
 from medallion.sql_names import TableRef
 from medallion.storage import folder_exists
 from medallion.streams import fusion
 from medallion.streams.caught_up import has_read_everything
+from medallion.streams.continuous import ContinuousQueries
 from medallion.streams.flows import Flow, fusion_head
 from medallion.streams.flows import flow as _flow
 from medallion.streams.progress import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
 from medallion.streams.query_lifecycle import (
     MAX_RESTARTS,
     restartable,
-    stop_all_after_batches,
     why_restart,
 )
 from medallion.streams.run_choice import chosen_flows, nothing_to_run
@@ -161,7 +161,7 @@ def _run_available_now(
     for fused in fusions.values():
         if fused.catching_up:
             fusion.finish_catching_up(spark, config, fused)
-    report = summarize(spark, config, before, finished)
+    report = summarize(spark, config, before, {n: [q] for n, q in finished.items()})
     report.flow_seconds = flow_seconds
     for name in flow_seconds:  # a flow with nothing to read ran no batch
         report.batches.setdefault(name, 0)
@@ -287,12 +287,6 @@ def _watch(watch: Watcher, running: Sequence[tuple[Flow, StreamingQuery]]) -> No
         log.debug("the live display failed", exc_info=True)
 
 
-def _streaming_trigger(config: Config, flow: Flow) -> Trigger:
-    """The processing-time trigger of a flow: the run's interval, or the flow's minimum."""
-    interval = max(config.trigger_interval_seconds, flow.min_interval_seconds)
-    return Trigger(available_now=False, interval_seconds=interval)
-
-
 @monitored
 def run_streaming(
     spark: SparkSession,
@@ -313,8 +307,8 @@ def run_streaming(
     if chosen is None:
         return nothing_to_run(config)
     config, flows = chosen
-    with _locks(config, flows, "stream"):
-        return _run_streaming(spark, config, stop, flows, register_names, watch)
+    with _locks(config, flows, "stream") as locks:
+        return _run_streaming(spark, config, stop, flows, register_names, watch, locks)
 
 
 def _run_streaming(
@@ -324,6 +318,7 @@ def _run_streaming(
     flows: tuple[Flow, ...],
     register_names: bool,
     watch: Watcher | None,
+    locks: StreamLocks,
 ) -> RunReport:
     if is_connect_session(spark):
         raise PipelineError(
@@ -350,44 +345,31 @@ def _run_streaming(
         flows = tuple(f for f in flows if f.name not in catching_up)
     for fused in fusions.values():
         fusion.mark_fused(spark, config, fused.head)
-    running: list[tuple[Flow, StreamingQuery]] = []
-    compactor = BackgroundCompactor(
-        spark, _written_tables(config, flows), config.compaction_check_seconds
+    queries = ContinuousQueries(
+        spark,
+        config,
+        flows,
+        _written_tables(config, flows),
+        lambda flow, trigger: _start(spark, config, flow, trigger, fusions),
+        locks,
     )
-    compactor.start()
     try:
-        for flow in flows:
-            trigger = _streaming_trigger(config, flow)
-            step(log, "starting %s (every %ss)", flow.name, trigger.interval_seconds)
-            running.append((flow, _start(spark, config, flow, trigger, fusions)))
-        restarts = 0
+        queries.start()
         next_landing_check = time.monotonic() + LANDING_CHECK_SECONDS
         while not stop.wait(0.5):
+            if not queries.pause_if_asked(stop):
+                break
             if time.monotonic() >= next_landing_check:
-                check_landing(config, [f for f, _ in running])
+                check_landing(config, list(flows))
                 try:
                     record_gaps(spark, config, flows)
                 except PySparkException as error:  # the next check catches up
                     log.warning("could not check for input gaps yet: %s", error_summary(error))
                 next_landing_check = time.monotonic() + LANDING_CHECK_SECONDS
-            for position, (flow, query) in enumerate(running):
-                if not query.isActive:
-                    error = query.exception()
-                    if restartable(error) and restarts < MAX_RESTARTS * len(running):
-                        step(log, "%s: %s; restarting it", flow.name, why_restart(error))
-                        restarts += 1
-                        trigger = _streaming_trigger(config, flow)
-                        running[position] = (flow, _start(spark, config, flow, trigger, fusions))
-                        continue
-                    raise describe_failure(
-                        flow, config, error or RuntimeError("stopped unexpectedly")
-                    )
+            queries.restart_failed(lambda flow, error: describe_failure(flow, config, error))
             if watch is not None:
-                _watch(watch, running)
+                _watch(watch, queries.running)
     finally:
-        # One deadline for all queries, so a stop takes at most stop_timeout_seconds in all.
-        deadline = time.monotonic() + config.stop_timeout_seconds
-        stop_all_after_batches([query for _, query in running], deadline)
-        compactor.finish(timeout=max(0.0, deadline - time.monotonic()))
+        queries.stop()
     record_gaps(spark, config, flows)
-    return summarize(spark, config, before, {f.name: q for f, q in running})
+    return summarize(spark, config, before, queries.by_name())
