@@ -26,6 +26,7 @@ from rich.console import Group, RenderableType
 
 from medallion.config import Config
 from medallion.console import plural, table
+from medallion.delta_log import commit_actions, commit_info, commit_timestamp, committed_version
 from medallion.gaps import describe_gap, gaps_table, recorded_gaps
 from medallion.ops.quality import failure_rates, render_rates
 from medallion.ops.stream_lag import StreamLag, stream_lags
@@ -35,7 +36,7 @@ from medallion.storage import list_names
 from medallion.streams import checkpoint_files as checkpoints
 from medallion.streams.flows import Flow, fusion_head
 from medallion.streams.progress import PROGRESS_TABLE_KEY, progress_table, read_progress
-from medallion.tables import history, read_table, table_exists
+from medallion.tables import file_stats, history, row_count, table_exists
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -45,21 +46,37 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def table_status(spark: SparkSession, table: TableRef) -> dict[str, Any]:
-    """Version, rows, files, bytes, and the last commit's time and operation of one table."""
+    """Version, rows, files, bytes, and the last commit's time and operation of one table: from
+    its log and checksum file without a Spark job where it has them."""
     if not table_exists(spark, table):
         return {"table": table.key, "exists": False}
-    detail = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]
-    last = history(spark, table, 1).collect()[0]
+    version, committed_at, operation = _last_commit(spark, table)
+    files, size = file_stats(spark, table)
     return {
         "table": table.key,
         "exists": True,
-        "version": int(last["version"]),
-        "rows": read_table(spark, table).count(),
-        "files": int(detail["numFiles"]),
-        "size_bytes": int(detail["sizeInBytes"]),
-        "last_commit": _iso(last["timestamp"]),
-        "last_operation": last["operation"],
+        "version": version,
+        "rows": row_count(spark, table),
+        "files": files,
+        "size_bytes": size,
+        "last_commit": committed_at,
+        "last_operation": operation,
     }
+
+
+def _last_commit(spark: SparkSession, table: TableRef) -> tuple[int, str | None, str | None]:
+    """(version, time, operation) of the table's newest commit."""
+    try:
+        version = committed_version(spark, table)
+        if version is not None:
+            actions = commit_actions(spark, table, version)
+            millis = commit_timestamp(actions)
+            stamp = None if millis is None else datetime.fromtimestamp(millis / 1000, timezone.utc)
+            return version, _iso(stamp), commit_info(actions).get("operation")
+    except LookupError:
+        pass  # a catalog table, or a log not readable from here: its history
+    last = history(spark, table, 1).collect()[0]
+    return int(last["version"]), _iso(last["timestamp"]), last["operation"]
 
 
 def _last_progress(spark: SparkSession, config: Config) -> dict[str, dict[str, Any]]:
