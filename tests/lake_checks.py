@@ -7,9 +7,10 @@ from datetime import datetime, timezone
 
 from deltalake import DeltaTable
 from oracle import Expected
-from pyspark.sql import Row
+from pyspark.sql import Row, SparkSession
 
 from medallion.config import Config
+from medallion.sql_names import TableRef
 from medallion.tables import in_lake, read_table, table_exists
 
 SILVER_FIELDS = (
@@ -37,11 +38,10 @@ def lake_snapshot(spark, config: Config, change_feeds: bool = True) -> dict:
     for table in in_lake(spark, config).tables():
         if not table_exists(spark, table):
             continue
-        arrow = DeltaTable(table.path).to_pyarrow_table()
-        if change_feeds or "_commit_version" not in arrow.column_names:
-            kept = [c for c in arrow.column_names if c not in ("_ingested_at", "_source_file")]
-            rows = arrow.select(kept).to_pylist()
-            tables[table.key] = Counter(tuple(map(plain_value, r.values())) for r in rows)
+        columns, records = _read(table)
+        if change_feeds or "_commit_version" not in columns:
+            kept = [c for c in columns if c not in ("_ingested_at", "_source_file")]
+            tables[table.key] = Counter(tuple(plain_value(r[c]) for c in kept) for r in records)
     return tables
 
 
@@ -49,11 +49,18 @@ def rows_of(config: Config, key: str) -> list[Row]:
     """The rows of a table of the lake, read by delta-rs without a Spark job, as Spark's
     ``collect`` gives them (test_independent_reader.py holds the two readers equal):
     timestamps naive UTC."""
-    arrow = DeltaTable(config.table(key).path).to_pyarrow_table()
-    return [
-        Row(**{name: _naive(value) for name, value in record.items()})
-        for record in arrow.to_pylist()
-    ]
+    _, records = _read(config.table(key))
+    return [Row(**{name: _naive(value) for name, value in r.items()}) for r in records]
+
+
+def _read(table: TableRef) -> tuple[list[str], list[dict]]:
+    """(columns, rows as dicts) of a path table: by delta-rs, or by Spark where delta-rs cannot
+    open the path (it takes a backslash in a local path for a separator)."""
+    if "\\" in table.path:
+        frame = read_table(SparkSession.getActiveSession(), table)
+        return frame.columns, [row.asDict() for row in frame.collect()]
+    arrow = DeltaTable(table.path).to_pyarrow_table()
+    return arrow.column_names, arrow.to_pylist()
 
 
 def _naive(value):

@@ -21,7 +21,7 @@ from medallion.ops.status import backlog_count
 from medallion.sql_names import TableRef
 from medallion.streams.progress import read_progress
 from medallion.tables import history as table_history
-from medallion.tables import read_table, table_exists
+from medallion.tables import read_table, table_exists, table_properties
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 
@@ -54,8 +54,7 @@ def rows_by_version(
 
 def change_feed_enabled(spark: SparkSession, table: TableRef) -> bool:
     """True when the table records its Change Data Feed."""
-    properties = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]["properties"] or {}
-    return str(properties.get(CDF_PROPERTY, "false")).lower() == "true"
+    return str(table_properties(spark, table).get(CDF_PROPERTY, "false")).lower() == "true"
 
 
 def change_feed_tables(spark: SparkSession, config: Config) -> list[TableRef]:

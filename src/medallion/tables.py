@@ -160,11 +160,19 @@ def read_table(spark: SparkSession, table: TableRef, version: int | None = None)
     return reader.table(table.qualified_name)
 
 
+def table_properties(spark: SparkSession, table: TableRef) -> dict[str, str]:
+    """The table's properties (``TBLPROPERTIES``): from its checksum file when it has one,
+    which costs no Spark job; otherwise from ``DESCRIBE DETAIL``."""
+    metadata = (latest_checksum(spark, table) or {}).get("metadata")
+    if metadata is not None:
+        return dict(metadata.get("configuration") or {})
+    return dict(spark.sql(f"DESCRIBE DETAIL {table.sql_name}").first().properties or {})
+
+
 def allow_deletes(spark: SparkSession, table: TableRef) -> None:
     """Lift ``delta.appendOnly`` from a table created with it, so that rows can be deleted (a
     quarantine replay, an erasure: docs/governance.md)."""
-    detail = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").first()
-    if (detail.properties or {}).get("delta.appendOnly", "false").lower() == "true":
+    if table_properties(spark, table).get("delta.appendOnly", "false").lower() == "true":
         spark.sql(f"ALTER TABLE {table.sql_name} SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
 
 

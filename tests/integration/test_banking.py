@@ -9,7 +9,7 @@ import json
 
 import pytest
 from banking_oracle import Banking, Deliveries
-from lake_checks import assert_banking_matches
+from lake_checks import assert_banking_matches, rows_of
 from processes import kill_group, start_medallion, wait_until
 
 from medallion.config import Config
@@ -19,7 +19,6 @@ from medallion.pipelines import pipelines
 from medallion.pipelines.banking.generator import account_change_lines, transaction_lines
 from medallion.source_options import KafkaSourceOptions
 from medallion.streams.runner import run_available_now
-from medallion.tables import read_table
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
@@ -126,7 +125,7 @@ def test_a_kill_mid_batch_loses_and_doubles_nothing(spark, tmp_path):
     finally:
         kill_group(process)
     config = _banking(landing, lake)
-    assert read_table(spark, config.table("silver/transactions")).count() == 0
+    assert len(rows_of(config, "silver/transactions")) == 0
     run_available_now(spark, config)
     assert_banking_matches(spark, config, Deliveries(landing).ran())
 
@@ -149,7 +148,7 @@ def test_banking_from_its_topics_matches_its_oracle(spark, kafka_broker, tmp_pat
         pipelines=("banking",),
     )
     run_available_now(spark, config)
-    assert read_table(spark, config.table("bronze/transactions")).count() == len(transactions)
+    assert len(rows_of(config, "bronze/transactions")) == len(transactions)
     # Re-sent copies are byte for byte, so the order of partitions changes no first arrival.
     expected = Banking()
     expected.run(changes, transactions)

@@ -11,6 +11,7 @@ from lake_checks import (
     assert_customers_match,
     assert_lake_matches,
     daily_revenue,
+    rows_of,
 )
 from oracle import expected_customers, expected_daily_revenue, expected_from
 from pyspark.sql import functions as F
@@ -142,10 +143,7 @@ def test_out_of_order_duplicates_deletes_and_reinserts_across_runs(spark, config
         land(landing, f"round-{i}", customers=lines)
         run_available_now(spark, config, flows=CHANGE_FLOWS)
         assert_customers_match(spark, config, expected_customers(landing))
-    state = {
-        r.customer_id: r.country
-        for r in read_table(spark, config.table("silver/customers")).collect()
-    }
+    state = {r.customer_id: r.country for r in rows_of(config, "silver/customers")}
     assert state == {"c1": "JP", "c2": "PT", "c3": "GB", "c5": "NL"}
     tombstones = config.table("silver/customer_tombstones")
     assert {r.customer_id: r.sequence_num for r in read_table(spark, tombstones).collect()} == {
@@ -154,9 +152,7 @@ def test_out_of_order_duplicates_deletes_and_reinserts_across_runs(spark, config
         "c5": 4,
     }
     assert_change_feed_audited(spark, config)
-    kinds = {
-        r._change_type for r in read_table(spark, config.table("gold/customer_changes")).collect()
-    }
+    kinds = {r._change_type for r in rows_of(config, "gold/customer_changes")}
     assert kinds == {"insert", "update_preimage", "update_postimage", "delete"}
 
     # The tombstones are checked exactly: a deleted customer's tombstone lost, or one for a
@@ -244,15 +240,15 @@ def test_replayed_customer_and_revenue_batches_change_nothing(spark, config, tmp
     ).localCheckpoint()
     process(batch, 0)
     versions = (
-        read_table(spark, config.table("silver/customer_tombstones")).count(),
+        len(rows_of(config, "silver/customer_tombstones")),
         spark.sql(f"DESCRIBE HISTORY delta.`{config.table('silver/customers').path}`").count(),
     )
     process(batch, 0)
     assert (
-        read_table(spark, config.table("silver/customer_tombstones")).count(),
+        len(rows_of(config, "silver/customer_tombstones")),
         spark.sql(f"DESCRIBE HISTORY delta.`{config.table('silver/customers').path}`").count(),
     ) == versions
-    assert read_table(spark, config.table("silver/customers_quarantine")).count() == 1
+    assert len(rows_of(config, "silver/customers_quarantine")) == 1
 
     revenue = gold_revenue_batch(config, _checkpoint(tmp_path / "g"))
     events = spark.createDataFrame(
@@ -263,10 +259,9 @@ def test_replayed_customer_and_revenue_batches_change_nothing(spark, config, tmp
     revenue(
         events, 0
     )  # replay after a crash: the MERGE's txnVersion is not newer, so it is skipped
-    assert [
-        (r.purchases, r.revenue)
-        for r in read_table(spark, config.table("gold/daily_revenue_by_country")).collect()
-    ] == [(1, Decimal("2.5000"))]
+    assert [(r.purchases, r.revenue) for r in rows_of(config, "gold/daily_revenue_by_country")] == [
+        (1, Decimal("2.5000"))
+    ]
 
 
 def test_change_feed_reads_by_version_and_timestamp_with_clear_errors(spark, config, dirs):

@@ -17,6 +17,7 @@ from lake_checks import (
     assert_lake_matches,
     daily_revenue,
     lake_snapshot,
+    rows_of,
 )
 from lake_copy import copy_lake
 from oracle import expected_customers, expected_from, read_file_lines
@@ -108,7 +109,7 @@ def test_a_shopper_erased_leaves_every_table_as_if_they_had_never_landed(
     assert_lake_matches(spark, config, events)
     assert_customers_match(spark, config, customers)
     for key in ("gold/customer_changes", "gold/hourly_product_users"):
-        rows = read_table(spark, config.table(key)).collect()
+        rows = rows_of(config, key)
         assert shopper not in {r["customer_id" if "customer_id" in r else "user_id"] for r in rows}
     # Revenue: the days of the shopper's purchases recomputed, every other row as it was.
     revenue = daily_revenue(spark, config)

@@ -9,6 +9,7 @@ import re
 from collections import Counter
 
 import pytest
+from lake_checks import rows_of
 from oracle import expected_from, read_lines
 from quality_oracle import event_rules_broken
 
@@ -119,7 +120,7 @@ def test_the_log_counts_every_rule_of_every_batch_as_the_oracle_does(spark, dirs
     # The rules of the other datasets are logged too: one row per rule and batch.
     customers = _log(spark, config, "customers")
     assert customers and {r.stream for r in customers} == {"silver_customers"}
-    quarantined = read_table(spark, config.table("silver/customers_quarantine")).count()
+    quarantined = len(rows_of(config, "silver/customers_quarantine"))
     assert sum(r.failed for r in customers) >= quarantined > 0
 
 
@@ -142,7 +143,7 @@ def test_warn_lets_a_record_pass_into_silver_and_counts_it(spark, dirs):
 
     silver = read_table(spark, config.table("silver/events"))
     assert silver.where("event_type = 'refund'").count() == 2
-    assert read_table(spark, config.table("silver/events_quarantine")).count() == 0
+    assert len(rows_of(config, "silver/events_quarantine")) == 0
     valid = expected_from(landing).silver  # the oracle of the unwidened contract
     assert silver.count() == len(valid) + 2
     rule = [r for r in _log(spark, config, "events") if r.rule == "event_type_allowed"]
@@ -180,16 +181,16 @@ def test_fail_stops_the_stream_before_its_batch_writes_then_a_threshold_lets_it_
     assert "expectation events.revenue_not_negative failed: 1 of 3 rows" in message
     assert '"revenue": -5' in message  # the sample
     for key in ("bronze/events", "silver/events", "silver/events_quarantine"):
-        assert read_table(spark, failing.table(key)).count() == 0, key
+        assert len(rows_of(failing, key)) == 0, key
 
     tolerant = failing.with_options(
         settings=parse_settings("expect.events.revenue_not_negative=fail:0.5")
     )
     run_available_now(spark, tolerant)
 
-    assert read_table(spark, tolerant.table("bronze/events")).count() == 3
-    assert read_table(spark, tolerant.table("silver/events")).count() == 2
-    quarantine = read_table(spark, tolerant.table("silver/events_quarantine")).collect()
+    assert len(rows_of(tolerant, "bronze/events")) == 3
+    assert len(rows_of(tolerant, "silver/events")) == 2
+    quarantine = rows_of(tolerant, "silver/events_quarantine")
     assert [r.reason for r in quarantine] == ["revenue is negative"]
     logged = [r for r in _log(spark, tolerant, "events") if r.rule == "revenue_not_negative"]
     assert [(r.action, r.passed, r.failed) for r in logged] == [("fail", 2, 1)]
@@ -243,6 +244,6 @@ def test_every_pipelines_silver_streams_log_each_batch_of_their_datasets(spark, 
         checked = {(r.stream, r.batch_id): r.passed + r.failed for r in rows}
         assert len(set(checked.items())) == len(batches), dataset
         # Each bronze row was validated once, and each quarantined one broke a rule.
-        assert sum(checked.values()) == read_table(spark, config.table(bronze)).count(), dataset
-        quarantined = read_table(spark, config.table(quarantine)).count()
+        assert sum(checked.values()) == len(rows_of(config, bronze)), dataset
+        quarantined = len(rows_of(config, quarantine))
         assert sum(r.failed for r in rows) >= quarantined > 0, dataset

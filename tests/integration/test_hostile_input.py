@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from data.make_hostile_corpus import MADE_AT_TEST_TIME, write_made_at_test_time
-from lake_checks import assert_lake_matches
+from lake_checks import assert_lake_matches, rows_of
 from oracle import event_is_valid, expected_from, read_file_lines
 
 from medallion.streams.runner import run_available_now
@@ -27,10 +27,7 @@ def test_hostile_corpus_lands_as_the_contract_says(spark, config, dirs):
 
     expected = expected_from(landing)
     assert_lake_matches(spark, config, expected)
-    reasons = {
-        row._raw: row.reason
-        for row in read_table(spark, config.table("silver/events_quarantine")).collect()
-    }
+    reasons = {row._raw: row.reason for row in rows_of(config, "silver/events_quarantine")}
     manifest = json.loads((CORPUS / "EXPECTED.json").read_text())
     checked = 0
     for name, outcomes in manifest.items():

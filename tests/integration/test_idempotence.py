@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from lake_checks import rows_of
 from pyspark.sql import functions as F
 
 from medallion.pipelines.retail.catch_up import gold_hourly_batch, silver_events_batch
@@ -71,11 +72,11 @@ def test_gold_batch_replay_adds_nothing_twice(spark, config, tmp_path):
     gold_process = gold_hourly_batch(config, _fake_checkpoint(tmp_path / "g"))
     silver_batch = read_table(spark, config.table("silver/events"))
     gold_process(silver_batch, 0)
-    first = read_table(spark, config.table("gold/hourly_product_metrics")).collect()
+    first = rows_of(config, "gold/hourly_product_metrics")
     users = config.table("gold/hourly_product_users")
     assert read_table(spark, users).count() == 2
     gold_process(silver_batch, 0)  # the replay after a crash: both writes are skipped
-    again = read_table(spark, config.table("gold/hourly_product_metrics")).collect()
+    again = rows_of(config, "gold/hourly_product_metrics")
     assert first == again
     assert [(r.views, r.purchases, int(r.revenue), r.unique_users) for r in again] == [(1, 1, 5, 2)]
     assert read_table(spark, users).count() == 2

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from iot_oracle import expected_from, parse
-from lake_checks import assert_iot_matches, iot_silver
+from lake_checks import assert_iot_matches, iot_silver, rows_of
 
 from medallion.config import Config
 from medallion.generate import FaultRates, write_file_atomically
@@ -113,14 +113,14 @@ def test_a_replayed_batch_writes_nothing_twice(spark, dirs):
     for _attempt in range(2):
         status_batch(config, checkpoints["status"])(silver, 0)
         minute_batch(config, checkpoints["minutes"])(silver, 0)
-    (minute,) = read_table(spark, config.table("gold/device_minute_metrics")).collect()
+    (minute,) = rows_of(config, "gold/device_minute_metrics")
     assert (minute.readings, minute.temperature_sum, minute.temperature_min) == (
         2,
         Decimal("19.2500"),
         Decimal("-1.2500"),
     )
     assert minute.temperature_avg == 19.25 / 2
-    (status,) = read_table(spark, config.table("gold/device_status")).collect()
+    (status,) = rows_of(config, "gold/device_status")
     assert (status.status, status.temperature) == ("warning", Decimal("-1.2500"))
 
 
@@ -144,5 +144,5 @@ def test_iot_from_its_topic_matches_its_oracle(spark, kafka_broker, tmp_path):
         pipelines=("iot",),
     )
     run_available_now(spark, config)
-    assert read_table(spark, config.table("bronze/device_readings")).count() == len(lines)
+    assert len(rows_of(config, "bronze/device_readings")) == len(lines)
     assert_iot_matches(spark, config, expected_from(landing))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from kafka_broker import KafkaBroker, produce
-from lake_checks import assert_customers_match, assert_lake_matches, daily_revenue
+from lake_checks import assert_customers_match, assert_lake_matches, daily_revenue, rows_of
 from oracle import Expected, expected_customers, expected_daily_revenue, expected_from
 from processes import batch_in_flight, committed_batches, kill_group, start_medallion, wait_until
 
@@ -78,7 +78,7 @@ def _expected(tmp_path: Path, values: list[str]) -> Expected:
 
 
 def _bronze_by_position(spark, config: Config) -> dict[tuple[int, int], object]:
-    rows = read_table(spark, config.table("bronze/events")).collect()
+    rows = rows_of(config, "bronze/events")
     positions = {(row._kafka_partition, row._kafka_offset): row for row in rows}
     assert len(positions) == len(rows), "a Kafka record is in bronze twice"
     return positions
@@ -197,7 +197,7 @@ def test_sigkill_mid_batch_then_rerun_is_exactly_once(spark, kafka_broker, tmp_p
     # The rerun replays the planned batch with its recorded offsets, then reads the rest.
     run_available_now(spark, config, flows=EVENTS)
 
-    assert read_table(spark, config.table("bronze/events")).count() == len(produced)
+    assert len(rows_of(config, "bronze/events")) == len(produced)
     _assert_bronze_is(spark, config, topic, produced)
     assert_lake_matches(spark, config, _expected(tmp_path, first + more))
 
@@ -229,14 +229,14 @@ def test_malformed_records_are_quarantined_with_their_raw_value(spark, kafka_bro
     invalid_utf8 = b'\xff{"event_id": "k5"}'.decode("utf-8", errors="replace")
     texts = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in values]
     offsets = {text: offset for (_, offset), text in zip(positions, texts, strict=True) if text}
-    bronze = read_table(spark, config.table("bronze/events")).collect()
+    bronze = rows_of(config, "bronze/events")
     assert sorted(row._raw for row in bronze) == sorted([valid, *bad, invalid_utf8])
-    quarantine = read_table(spark, config.table("silver/events_quarantine")).collect()
+    quarantine = rows_of(config, "silver/events_quarantine")
     assert sorted(row._raw for row in quarantine) == sorted([*bad, invalid_utf8])
     for row in quarantine:
         assert row.reason, row._raw
         assert row._source_file == f"kafka://{topic}/0/{offsets[row._raw]}"
-    silver = read_table(spark, config.table("silver/events")).collect()
+    silver = rows_of(config, "silver/events")
     assert [(row.event_id, row._source_file) for row in silver] == [("k1", f"kafka://{topic}/0/0")]
 
 
@@ -305,7 +305,7 @@ def test_sasl_credentials_come_from_the_environment(spark, tmp_path, monkeypatch
 
         monkeypatch.setenv("MEDALLION_KAFKA_PASSWORD", 's3cret "pw"')
         run_available_now(spark, config, flows=BRONZE)
-        assert read_table(spark, config.table("bronze/events")).count() == len(values)
+        assert len(rows_of(config, "bronze/events")) == len(values)
 
 
 # --- Records lost before they were read (docs/kafka.md) ---
@@ -447,7 +447,7 @@ def test_a_recreated_topic_stops_bronze_and_accepting_records_what_spark_skipped
 
     # Spark skipped the new topic's g100 and g101 (offsets 0, 1) and read on from offset 2;
     # bronze holds offsets 2 to 4 twice now, of the old topic and of the new one.
-    rows = read_table(spark, config.table("bronze/events")).collect()
+    rows = rows_of(config, "bronze/events")
     assert sorted(int(r.event_id[1:]) for r in rows) == [0, 1, 2, 3, 4, 102, 103, 104]
     assert sorted(_gaps(spark, config), key=repr) == [
         ("bronze_events", "kafka data loss", topic, 0, 0, 2),  # the new topic's g100, g101

@@ -12,7 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from lake_checks import assert_customers_match, assert_lake_matches
+from lake_checks import assert_customers_match, assert_lake_matches, rows_of
 from lake_copy import follow_move
 from oracle import expected_customers, expected_from
 
@@ -20,7 +20,6 @@ from medallion.config import Config
 from medallion.pipelines import pipelines
 from medallion.pipelines.retail.generator import generate
 from medallion.streams.runner import run_available_now
-from medallion.tables import read_table
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
@@ -76,7 +75,4 @@ def test_a_lake_of_the_old_layout_continues_without_reprocessing(spark, tmp_path
     # Every line once: a stream that started again from batch 0 would have doubled bronze.
     assert_lake_matches(spark, config, expected_from(landing))
     assert_customers_match(spark, config, expected_customers(landing))
-    assert (
-        spark.table("medallion.silver_events").count()
-        == read_table(spark, config.table("silver/events")).count()
-    )
+    assert spark.table("medallion.silver_events").count() == len(rows_of(config, "silver/events"))

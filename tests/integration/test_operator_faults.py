@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lake_checks import assert_customers_match, assert_lake_matches, lake_snapshot
+from lake_checks import assert_customers_match, assert_lake_matches, lake_snapshot, rows_of
 from oracle import expected_customers, expected_from
 from processes import wait_until
 from stream_thread import StreamInThread
@@ -31,7 +31,7 @@ from medallion.streams.fusion import is_member
 from medallion.streams.progress import read_progress
 from medallion.streams.runner import PipelineError, run_available_now
 from medallion.streams.sources import landing_lines
-from medallion.tables import read_table, table_exists
+from medallion.tables import table_exists
 from medallion.transforms.bronze import to_bronze
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
@@ -58,7 +58,7 @@ def _land(landing: Path, name: str, lines: list[str], mtime: float | None = None
 
 
 def _bronze_ids(spark, config) -> set[str]:
-    return {r.event_id for r in read_table(spark, config.table("bronze/events")).collect()}
+    return {r.event_id for r in rows_of(config, "bronze/events")}
 
 
 def test_a_table_creation_cut_short_by_a_kill_is_created_again_on_an_odd_lake_path(spark, tmp_path):
@@ -136,9 +136,9 @@ def test_a_landing_file_replaced_under_its_name_is_refused_and_shown_until_lande
     # The documented way forward: land the new version under a new name.
     path.rename(path.with_name("events-2026-11-20.v2.json"))
     run_available_now(spark, config)
-    bronze = read_table(spark, config.table("bronze/events")).collect()
+    bronze = rows_of(config, "bronze/events")
     assert sorted(r.event_id for r in bronze) == ["r1", "r2", "r2", "r3"]
-    silver = read_table(spark, config.table("silver/events")).collect()
+    silver = rows_of(config, "silver/events")
     assert sorted(r.event_id for r in silver) == ["r1", "r2", "r3"]
     assert lake_status(spark, config, str(landing))["streams"][0]["lag"]["replaced_files"] == []
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lake_checks import assert_customers_match, assert_lake_matches, lake_snapshot
+from lake_checks import assert_customers_match, assert_lake_matches, lake_snapshot, rows_of
 from oracle import expected_customers, expected_from
 
 from medallion.config import Config
@@ -80,7 +80,7 @@ def test_generated_data_with_every_fault_matches_the_oracle(spark, dirs):
     bronze = config.table("bronze/events").sql_name
     spark.sql(f"ALTER TABLE {bronze} SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
     spark.sql(f"UPDATE {bronze} SET _raw = concat(_raw, ' ') WHERE event_id = 'h2'")
-    assert read_table(spark, config.table("bronze/events")).count() == expected.bronze_lines
+    assert len(rows_of(config, "bronze/events")) == expected.bronze_lines
     with pytest.raises(AssertionError, match=r'bronze/events: .* 1 extra, .*"h2".* 1 missing'):
         assert_lake_matches(spark, config, expected)
 
@@ -103,7 +103,7 @@ def test_reruns_process_only_new_files_and_late_events_update_their_windows(spar
     faults = FaultRates(late=0.0)
     generate(str(landing), events=400, customers=50, files=2, seed=11, faults=faults)
     run_available_now(spark, config)
-    bronze_before = read_table(spark, config.table("bronze/events")).count()
+    bronze_before = len(rows_of(config, "bronze/events"))
 
     # A second delivery: very late events (a year back), and re-sent copies of old events.
     old_lines = (
@@ -123,7 +123,7 @@ def test_reruns_process_only_new_files_and_late_events_update_their_windows(spar
     report = run_available_now(spark, config)
     assert report.table("bronze/events").rows_out == len([x for x in resent if x.strip()])
     assert (
-        read_table(spark, config.table("bronze/events")).count()
+        len(rows_of(config, "bronze/events"))
         == bronze_before + report.table("bronze/events").rows_out
     )
     assert_lake_matches(spark, config, expected_from(landing))

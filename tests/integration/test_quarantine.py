@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from banking_oracle import Deliveries
 from iot_oracle import expected_from as iot_expected
+from lake_checks import rows_of
 from oracle import expected_customers, expected_from
 from pyspark.sql import functions as F
 
@@ -47,7 +48,7 @@ def test_each_quarantine_is_counted_as_the_oracles_refuse_and_by_its_own_reasons
     assert {table: s.records for table, s in summaries.items()} == expected
     assert summaries["silver/events_quarantine"].records > 0
     for table, summary in summaries.items():
-        rows = read_table(spark, reference.table(table)).collect()
+        rows = rows_of(reference, table)
         by_reason = Counter(row.reason for row in rows)
         by_day = Counter(row._ingested_at.date() for row in rows)
         assert {c.reason: c.records for c in summary.by_reason} == by_reason, table

@@ -25,6 +25,7 @@ from lake_checks import (
     assert_lake_matches,
     daily_revenue,
     lake_snapshot,
+    rows_of,
 )
 from oracle import expected_customers, expected_from
 from processes import batch_in_flight, kill_group, start_medallion, wait_until
@@ -34,7 +35,6 @@ from medallion.pipelines.retail.flows import FLOWS
 from medallion.pipelines.retail.generator import generate
 from medallion.streams.fusion import is_member
 from medallion.streams.runner import run_available_now
-from medallion.tables import read_table
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
@@ -155,13 +155,13 @@ def _revenue_per_day(spark, config: Config) -> dict:
 
 def _audit_replays_to_silver(spark, config: Config) -> None:
     latest: dict[str, tuple] = {}
-    audit = read_table(spark, config.table("gold/customer_changes")).collect()
+    audit = rows_of(config, "gold/customer_changes")
     for row in sorted(audit, key=lambda r: (r._commit_version, r._change_type != "delete")):
         if row._change_type in ("insert", "update_postimage"):
             latest[row.customer_id] = (row.country, row.sequence_num)
         elif row._change_type == "delete":
             latest.pop(row.customer_id, None)
-    silver = read_table(spark, config.table("silver/customers")).collect()
+    silver = rows_of(config, "silver/customers")
     assert latest == {r.customer_id: (r.country, r.sequence_num) for r in silver}
 
 

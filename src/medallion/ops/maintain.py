@@ -35,14 +35,13 @@ from medallion import console
 from medallion.config import Config
 from medallion.conflicts import is_write_conflict, retry_on_conflict
 from medallion.declarations import Maintenance
-from medallion.delta_log import latest_checksum
 from medallion.errors import ConfigError
 from medallion.ops.stream_lag import stream_lags
 from medallion.pipelines import all_tables
 from medallion.quality_log import QUALITY_TABLE_KEY
 from medallion.sql_names import TableRef
 from medallion.streams.progress import PROGRESS_TABLE_KEY, lake_table
-from medallion.tables import file_stats, table_exists
+from medallion.tables import file_stats, table_exists, table_properties
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +125,6 @@ def maintained_tables(config: Config, only: Sequence[str] = ()) -> list[TableRef
     return [lake_table(config, k) for k in keys]
 
 
-def _detail(spark: SparkSession, table: TableRef) -> dict:
-    row = spark.sql(f"DESCRIBE DETAIL {table.sql_name}").collect()[0]
-    return row.asDict()
-
-
 def _file_count(spark: SparkSession, table: TableRef) -> int:
     """The files of the table's latest version (from its checksum file when it has one)."""
     return file_stats(spark, table)[0]
@@ -138,12 +132,7 @@ def _file_count(spark: SparkSession, table: TableRef) -> int:
 
 def deleted_file_retention_hours(spark: SparkSession, table: TableRef) -> float:
     """The table's ``delta.deletedFileRetentionDuration`` in hours (Delta's default: 168)."""
-    metadata = (latest_checksum(spark, table) or {}).get("metadata")
-    if metadata is not None:
-        properties = metadata.get("configuration") or {}
-    else:
-        properties = _detail(spark, table).get("properties") or {}
-    value = properties.get("delta.deletedFileRetentionDuration")
+    value = table_properties(spark, table).get("delta.deletedFileRetentionDuration")
     return interval_hours(value) if value else DEFAULT_RETENTION_HOURS
 
 
