@@ -16,6 +16,7 @@ from medallion.compaction import BackgroundCompactor
 from medallion.config import Config
 from medallion.console import step
 from medallion.locks import StreamLocks
+from medallion.sql_names import TableRef
 from medallion.streams.flows import Flow
 from medallion.streams.pausing import pause_asked, pause_request, paused_for
 from medallion.streams.query_lifecycle import (
@@ -45,7 +46,7 @@ class ContinuousQueries:
         spark: SparkSession,
         config: Config,
         flows: Sequence[Flow],
-        written: Sequence,
+        written: Sequence[TableRef],
         start: Starter,
         locks: StreamLocks,
     ) -> None:
