@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from medallion.config import Config
 from medallion.errors import ConfigError
 from medallion.sql_names import TableRef
+from medallion.subjects import hashed
 from medallion.tables import append_rows, create_delta_table, read_table, table_exists
 
 ERASURES_SCHEMA = (
@@ -127,7 +128,7 @@ def without_erased(
         return lines
     salt, hashes = erased
     strings = F.regexp_extract_all(F.col("value"), F.lit(_JSON_STRING), 0)
-    held = F.exists(strings, lambda s: F.sha2(F.concat(F.lit(salt), s), 256).isin(hashes))
+    held = F.exists(strings, lambda s: hashed(s, salt).isin(hashes))
     held = F.coalesce(held, F.lit(False))
     counted = lines.observe(f"{DROPPED_METRIC}{dataset}", F.count_if(held).alias("dropped"))
     return counted.where(~held)

@@ -112,9 +112,9 @@ def subject_hash(subject: str, salt: str) -> str:
     return hashlib.sha256((salt + subject).encode("utf-8")).hexdigest()
 
 
-def hashed(column: str, salt: str) -> Column:
-    """:func:`subject_hash` of a string column, on the executors."""
-    return F.sha2(F.concat(F.lit(salt), F.col(column)), 256)
+def hashed(column: str | Column, salt: str) -> Column:
+    """:func:`subject_hash` of a string column (a name or a Column), on the executors."""
+    return F.sha2(F.concat(F.lit(salt), F.col(column) if isinstance(column, str) else column), 256)
 
 
 def _sql_literal(value: object) -> str:

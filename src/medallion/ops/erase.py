@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -56,7 +57,6 @@ from medallion.streams.exactly_once import BatchWrites, plan_batch
 from medallion.streams.fusion import feed_fused
 from medallion.streams.pausing import pause_request
 from medallion.streams.runner import run_available_now
-from medallion.streams.sinks import append_batch
 from medallion.subjects import (
     hashed,
     json_string_literal,
@@ -66,6 +66,7 @@ from medallion.subjects import (
 )
 from medallion.tables import (
     allow_deletes,
+    append_rows,
     create_delta_table,
     history,
     read_table,
@@ -165,7 +166,7 @@ class _Erasure:
         self.resuming = self._interrupted()
         self.results: list[TableErasure] = []
         self.promoted = 0
-        self.pending: list[tuple] = []  # log rows not appended yet (_flush)
+        self.pending: list[dict] = []  # log rows not appended yet (_flush)
 
     def _interrupted(self) -> int | None:
         """The id of this subject's interrupted erasure, to finish; refused for another's."""
@@ -189,7 +190,7 @@ class _Erasure:
             self.erasure_id = int(latest or 0) + 1
             # The id as a JSON string, hashed: what input lines are dropped by from now on.
             literal = subject_hash(json_string_literal(self.subject), self.salt)
-            self._record(self.erasure_id, "", "", STARTED, detail=literal)
+            self._record("", "", STARTED, detail=literal)
             self._flush()
         started = self._logged().where(F.col("action") == STARTED)
         self.planned_ms = int(started.agg(F.unix_millis(F.min("recorded_at"))).first()[0])
@@ -203,7 +204,6 @@ class _Erasure:
 
     def _record(
         self,
-        erasure_id: int,
         pipeline: str,
         table_key: str,
         action: str,
@@ -212,15 +212,24 @@ class _Erasure:
         detail: str | None = None,
     ) -> None:
         self.pending.append(
-            (erasure_id, self.hash, pipeline, table_key, action, rows, version, detail)
+            {
+                "erasure_id": self.erasure_id,
+                "subject_hash": self.hash,
+                "pipeline": pipeline,
+                "table_key": table_key,
+                "action": action,
+                "rows": rows,
+                "version": version,
+                "detail": detail,
+                "recorded_at": datetime.now(timezone.utc),
+            }
         )
 
     def _flush(self) -> None:
         """Append the pending log rows in one commit. A table's row may be lost to a crash
         before its flush: the next run finds the table's tagged commit again."""
         if self.pending:
-            frame = self.spark.createDataFrame(self.pending, ERASURES_SCHEMA.rsplit(",", 1)[0])
-            append_batch(frame.withColumn("recorded_at", F.current_timestamp()), self.log)
+            append_rows(self.spark, self.log, self.pending, ERASURES_SCHEMA)
             self.pending = []
 
     def _logged(self) -> DataFrame:
@@ -231,7 +240,7 @@ class _Erasure:
         done = {(r.table_key, r.action) for r in self._logged().collect()}
         for pipeline in pipelines:
             self._pipeline(pipeline, done)
-        self._record(self.erasure_id, "", "", FINISHED)
+        self._record("", "", FINISHED)
         self._flush()
         return ErasureResult(self.hash, self.erasure_id, tuple(self.results), self.promoted)
 
@@ -250,7 +259,6 @@ class _Erasure:
                     r.h for r in theirs.select(hashed(key, self.salt).alias("h")).collect()
                 )
                 self._record(
-                    self.erasure_id,
                     pipeline.name,
                     silver.key,
                     KEYS,
@@ -306,7 +314,7 @@ class _Erasure:
             self.writes.delete(ref, condition, _APP)
             version, metrics = self._own_commit(ref)
         rows = int(metrics.get("numDeletedRows", 0))
-        self._record(self.erasure_id, pipeline.name, table.key, DELETED, rows, version)
+        self._record(pipeline.name, table.key, DELETED, rows, version)
         self.results.append(TableErasure(pipeline.name, table.key, rows))
 
     def _own_commit(self, ref: TableRef) -> tuple[int | None, dict]:
@@ -342,7 +350,7 @@ class _Erasure:
         # share a file with a replaced one.
         rows = int(metrics.get("numOutputRows", 0)) - int(metrics.get("numCopiedRows", 0))
         detail = json.dumps([str(v) for v in scope])
-        self._record(self.erasure_id, pipeline.name, table.key, RECOMPUTED, rows, version, detail)
+        self._record(pipeline.name, table.key, RECOMPUTED, rows, version, detail)
         self.results.append(TableErasure(pipeline.name, table.key, rows, scope))
 
     def _promote(self, pipeline: Pipeline, replay: QuarantineReplay, silver: Table) -> None:
@@ -377,7 +385,7 @@ class _Erasure:
                 self._checkpoint,
                 "erasure",
             )
-        self._record(self.erasure_id, pipeline.name, silver.key, PROMOTED, inserted)
+        self._record(pipeline.name, silver.key, PROMOTED, inserted)
         self.promoted += inserted
 
 
