@@ -31,7 +31,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Before any JVM of the run starts: the class-data archive that every local JVM of the
     suite maps (medallion/class_archive.py), made by one training run when this machine has
     none yet."""
-    from medallion.class_archive import build
+    from medallion.class_archive_training import build
 
     build()
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from medallion import class_archive
 from medallion.jars import cache_root, cached_jars, store_jars
 from medallion.local_fs import local_file_system_conf
 
@@ -177,9 +178,6 @@ def local_conf(
     from the jar cache when it holds them (``spark.jars``, medallion/jars.py), else resolved
     from Maven Central (``spark.jars.packages``).
     """
-    # deferred: a cycle (class_archive -> session -> class_archive)
-    from medallion import class_archive
-
     resolved = local_packages(packages)
     repositories = _repositories(resolved)
     master = master or os.environ.get("MEDALLION_SPARK_MASTER", "local[*]")

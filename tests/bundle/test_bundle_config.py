@@ -27,11 +27,20 @@ from medallion.pipelines import pipelines
 from medallion.task_params import TaskParams
 
 BUNDLE_FILES = [ROOT / "databricks.yml", *sorted((ROOT / "resources").glob("*.yml"))]
-PIPELINE_JOBS = {
-    "retail": ("medallion_pipeline", "medallion_pipeline_serverless", "medallion_stream"),
-    "banking": ("medallion_banking", "medallion_banking_stream"),
-    "iot": ("medallion_iot", "medallion_iot_stream"),
-}
+
+
+def _jobs_by_pipeline() -> dict[str, tuple[str, ...]]:
+    """Each pipeline's jobs, found by their ``pipeline`` tag: the triggered ones by name, then
+    the continuous one. A new pipeline's job file is all it takes to be checked here."""
+    found: dict[str, list[tuple[bool, str]]] = {}
+    for key, spec in Bundle(ROOT).jobs_spec.items():
+        pipeline = (spec.get("tags") or {}).get("pipeline")
+        if pipeline:
+            found.setdefault(pipeline, []).append(("continuous" in spec, key))
+    return {name: tuple(key for _, key in sorted(jobs)) for name, jobs in found.items()}
+
+
+PIPELINE_JOBS = _jobs_by_pipeline()
 LAYER_NOTEBOOKS = {"bronze.ipynb": "bronze", "silver.ipynb": "silver", "gold.ipynb": "gold"}
 
 

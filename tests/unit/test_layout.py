@@ -1,9 +1,11 @@
-"""The engine's shape (issue 31, docs/architecture.md): small modules, and imports at the top of
-a module unless one inside a function says why it is there."""
+"""The engine's shape (issue 31, docs/architecture.md): small modules, no import circle, no
+private name imported from another module, and imports at the top of a module unless one inside
+a function says why it is there."""
 
 from __future__ import annotations
 
 import ast
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "medallion"
@@ -49,3 +51,59 @@ def _first_imports_of_runs(function: ast.AST) -> list[ast.stmt]:
                     firsts.append(statement)
                 previous_is_import = is_import
     return firsts
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SOURCE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, names) of every import in ``path`` that runs: at its top or inside a function,
+    not those for type checkers only (``if TYPE_CHECKING:``); relative ones made absolute."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for node in ast.walk(block)
+    }
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.append((module, [alias.name for alias in node.names]))
+    return found
+
+
+def test_no_import_circle_and_no_private_name_across_modules():
+    modules = {_module_name(p): p for p in MODULES}
+    graph: dict[str, set[str]] = {}
+    private = []
+    for name, path in modules.items():
+        graph[name] = set()
+        for module, names in _imports(path):
+            targets = [module, *(f"{module}.{n}" for n in names)]
+            # A package's own modules are not its dependencies (``medallion.streams`` imports
+            # nothing of its children by being their parent).
+            graph[name] |= {t for t in targets if t in modules and not name.startswith(f"{t}.")}
+            if module.startswith("medallion"):
+                private += [f"{name}: {module}.{n}" for n in names if _is_private(n)]
+        graph[name].discard(name)
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as error:
+        raise AssertionError(f"import circle: {' -> '.join(error.args[1])}") from None
+    assert not private, private
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
