@@ -34,7 +34,8 @@ from medallion.sql_names import (
 )
 
 if TYPE_CHECKING:
-    from medallion.declarations import Flow, Pipeline, Setting, Table
+    from medallion.declarations import Flow, Pipeline, Table
+    from medallion.pipeline_settings import ColumnsSetting, Setting
 
 FileSourceKind = Literal["files", "autoloader"]
 SourceKind = Literal["files", "kafka"]
@@ -194,17 +195,24 @@ class Config:
         except KeyError as error:
             raise ConfigError(str(error.args[0])) from None
 
-    def _declared_setting(self, name: str) -> Setting:
+    def _declared_setting(self, name: str) -> Setting | ColumnsSetting:
         try:
             return declared_setting(name)
         except KeyError as error:
             raise ConfigError(str(error.args[0])) from None
 
     def setting(self, name: str) -> Decimal:
-        """The value of a pipeline's setting: the one given, else its declared default."""
+        """The value of a pipeline's number setting: the one given, else its declared default."""
         declared = self._declared_setting(name)
+        if not isinstance(declared.default, Decimal):
+            raise TypeError(f"setting {name} is not a number")
         given = self.settings.get(name)
-        return declared.default if given is None else declared.parse(given)
+        return declared.default if given is None else Decimal(declared.parse(given))
+
+    def columns_setting(self, name: str) -> tuple[str, ...]:
+        """The columns a pipeline's column setting chooses: those given, else every one."""
+        declared = self._declared_setting(name)
+        return declared.parse(self.settings.get(name, ""))  # type: ignore[return-value]
 
     @property
     def uses_unity_catalog(self) -> bool:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from medallion.errors import ConfigError
+from medallion.pipeline_settings import ColumnsSetting, Setting
 from medallion.sql_names import validate_identifier
 
 if TYPE_CHECKING:
@@ -198,30 +197,6 @@ def landing_datasets(flows: Sequence[Flow]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Setting:
-    """A number a pipeline's flows read from the configuration, such as a rule's threshold:
-    ``medallion run --set NAME=VALUE`` locally, the ``settings`` job parameter on Databricks."""
-
-    name: str
-    default: Decimal
-    help: str
-    minimum: Decimal = Decimal(0)
-
-    def __post_init__(self) -> None:
-        validate_identifier(self.name, "setting name")
-
-    def parse(self, text: str) -> Decimal:
-        """The value ``text`` gives; :class:`ConfigError` unless a number >= the minimum."""
-        try:
-            value = Decimal(text.strip())
-        except InvalidOperation:
-            raise ConfigError(f"setting {self.name} must be a number, not {text!r}") from None
-        if not value.is_finite() or value < self.minimum:
-            raise ConfigError(f"setting {self.name} must be a number >= {self.minimum}: {text!r}")
-        return value
-
-
-@dataclass(frozen=True)
 class View:
     """One chart or table of a pipeline's dashboard: a query over tables named by their
     ``flat_name`` (``gold_fraud_alerts``), in SQL that Databricks SQL and DuckDB read alike.
@@ -264,7 +239,8 @@ class QuarantineReplay:
     already holds is a duplicate (empty for change records, which the flow's sequence-aware
     MERGE applies whatever their arrival). ``feeds`` names the flows fused downstream of silver
     whose batch is given the rows the replay inserted (a flow that runs from silver's Delta
-    source reads them itself).
+    source reads them itself). ``also`` names other flows from the same bronze table whose
+    batch is given the promoted bronze rows too (a history of the same change records).
     """
 
     quarantine: Table
@@ -273,6 +249,7 @@ class QuarantineReplay:
     validate: Callable[..., object] = field(compare=False)
     key: tuple[str, ...] = ()
     feeds: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.quarantine.quarantine:
@@ -298,7 +275,7 @@ class Pipeline:
     tables: tuple[Table, ...]
     flows: tuple[Flow, ...] = field(default=())
     generate: Generator | None = field(default=None, compare=False)
-    settings: tuple[Setting, ...] = ()
+    settings: tuple[Setting | ColumnsSetting, ...] = ()
     title: str = ""
     views: tuple[View, ...] = ()
     contracts: tuple[Contract, ...] = ()
@@ -329,7 +306,7 @@ class Pipeline:
                     f"replay of {replay.quarantine.key}: pipeline {self.name!r} has no flow "
                     f"{replay.flow!r} that writes it"
                 )
-            named = (replay.flow, *replay.feeds)
+            named = (replay.flow, *replay.feeds, *replay.also)
             unbatched = [n for n in named if getattr(by_name.get(n), "batch", None) is None]
             if unbatched:
                 raise ValueError(

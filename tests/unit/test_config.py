@@ -63,3 +63,22 @@ def test_delta_source_options():
     }
     with pytest.raises(ConfigError):
         DeltaSourceOptions(starting_version=1, starting_timestamp="2026-01-01").as_options()
+
+
+def test_a_columns_setting_takes_some_of_its_columns_joined_by_plus_and_refuses_others():
+    from medallion.pipeline_settings import ColumnsSetting
+
+    setting = ColumnsSetting("tracked", ("name", "email", "country"), "which columns")
+    assert setting.default == "name+email+country"
+    assert setting.parse("country+name") == ("name", "country")  # in declared order
+    assert setting.parse(" country name ") == ("name", "country")
+    assert setting.parse("") == ("name", "email", "country")  # empty: every column
+    with pytest.raises(ConfigError, match="names no column 'colour': choose among name, email"):
+        setting.parse("country+colour")
+    with pytest.raises(ConfigError, match="setting name"):
+        ColumnsSetting("not a name", ("a",), "")
+    # A number setting read as a number; asking a columns setting for one is a bug.
+    config = Config(landing="/l", lake="/k", settings={"fraud_risk_score_above": "0.5"})
+    assert str(config.setting("fraud_risk_score_above")) == "0.5"
+    with pytest.raises(ConfigError, match="fraud_new_account_days must be a number"):
+        Config(landing="/l", lake="/k", settings={"fraud_new_account_days": "soon"})

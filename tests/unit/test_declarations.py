@@ -116,3 +116,28 @@ def test_a_tables_layout_names_its_own_columns_and_clustering_excludes_the_rest(
         Table("gold", "sales", schema, partitioned_by=("month",))
     with pytest.raises(ValueError, match="neither partitioned nor Z-ordered"):
         Table("gold", "sales", schema, clustered_by=("shop",), zorder=("day",))
+
+
+def test_a_replay_names_only_flows_that_declare_a_batch_its_also_flows_included():
+    from medallion.declarations import QuarantineReplay
+
+    bronze = Table("bronze", "things", "value STRING")
+    silver = Table("silver", "things", "id STRING")
+    quarantine = Table("silver", "things_quarantine", "reason STRING", quarantine=True)
+    history = Table("silver", "things_history", "id STRING")
+
+    def batch(*_args: object) -> None:
+        return None
+
+    flows = (
+        Flow("silver_things", "silver", bronze, (silver, quarantine), batch=batch),
+        Flow("silver_things_history", "silver", bronze, (history,), _start),
+    )
+    replay = QuarantineReplay(quarantine, "silver_things", "things", _start)
+    tables = (bronze, silver, quarantine, history)
+    Pipeline("things", tables, flows, replays=(replay,))
+    also = QuarantineReplay(
+        quarantine, "silver_things", "things", _start, also=("silver_things_history",)
+    )
+    with pytest.raises(ValueError, match="silver_things_history declares no batch"):
+        Pipeline("things", tables, flows, replays=(also,))

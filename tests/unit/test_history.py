@@ -40,6 +40,7 @@ def test_versions_of_all_changes_at_once_equal_the_oracle(spark, tracked):
     assert any(len(r["_changes"]) > 1 and r["_changes"][-1]["operation"] != "DELETE" for r in rows)
 
 
+@pytest.mark.slow  # three orders of three batches; test_history_merge.py does it by MERGE
 @pytest.mark.parametrize("order", ["as generated", "reversed", "shuffled"])
 def test_batches_in_any_arrival_order_give_the_history_of_all_changes_at_once(spark, order):
     """Each batch recomputes the keys it touches from their rows' absorbed changes: a late,

@@ -142,6 +142,7 @@ class _Replay:
         flows = {f.name: f for f in pipeline.flows}
         self.flow: Flow = flows[replay.flow]
         self.feeds: list[Flow] = [flows[name] for name in replay.feeds]
+        self.also: list[Flow] = [flows[name] for name in replay.also]
         assert isinstance(self.flow.source, Table)
         self.bronze = config.table(self.flow.source.key)
         self.quarantine = config.table(replay.quarantine.key)
@@ -175,7 +176,7 @@ class _Replay:
     @property
     def streams(self) -> list[str]:
         """The streams whose locks the replay holds: those it writes for, and their heads."""
-        names = [self.flow.name, *(f.name for f in self.feeds)]
+        names = [self.flow.name, *(f.name for f in (*self.feeds, *self.also))]
         heads = [head.name for n in names if (head := fusion_head(n)) is not None]
         return list(dict.fromkeys([*names, *heads]))
 
@@ -340,6 +341,11 @@ class _Replay:
             plan_batch(self.spark, self.checkpoint, REPLAY_QUERY_ID, replay_id, int(first))
         stream = f"replay_{self.flow.name}"
         self.flow.batch(self.config, self.checkpoint, stream=stream)(bronze_rows, replay_id)
+        for flow in self.also:  # the same change records' history
+            assert flow.batch is not None  # declarations refuse one without a batch
+            flow.batch(self.config, self.checkpoint, stream=f"replay_{flow.name}")(
+                bronze_rows, replay_id
+            )
         pause_point("quarantine_replay:promoted")  # crash tests only
         feed_fused(
             self.spark,

@@ -22,6 +22,7 @@ history is applied by recomputing that key's rows from ``_changes`` and the new 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
@@ -182,3 +183,26 @@ def latest_change_at(
         *numbered.columns,
         *(F.when(deleted, F.lit(None)).otherwise(F.col(f"_c.{c}")).alias(c) for c in columns),
     ).drop("_row")
+
+
+def history_schema(key: str, content: str) -> str:
+    """The DDL of a history table: ``key`` (``customer_id STRING``) and the ``content`` columns
+    (``name STRING, country STRING``), then the version columns and the changes each row
+    absorbed. Pure text, for a table's declaration.
+
+    >>> history_schema("id STRING", "a STRING").split(", _changes")[0]
+    'id STRING NOT NULL, a STRING, valid_from TIMESTAMP, valid_to TIMESTAMP, is_current BOOLEAN, sequence_num BIGINT NOT NULL, operation STRING, _version_id BIGINT NOT NULL'
+    """
+    fields = f"{content}, sequence_num BIGINT, updated_at TIMESTAMP, operation STRING"
+    change = ", ".join(f"{name}: {kind}" for name, kind in _pairs(fields))
+    return (
+        f"{key} NOT NULL, {content}, valid_from TIMESTAMP, valid_to TIMESTAMP, "
+        "is_current BOOLEAN, sequence_num BIGINT NOT NULL, operation STRING, "
+        f"{VERSION_ID} BIGINT NOT NULL, {CHANGES_COLUMN} ARRAY<STRUCT<{change}>>"
+    )
+
+
+def _pairs(ddl: str) -> list[tuple[str, str]]:
+    """(name, type) of each column of a DDL list of plain types (``DECIMAL(18,4)`` included)."""
+    parts = re.split(r",(?![^()]*\))", ddl)
+    return [tuple(part.strip().split(" ", 1)) for part in parts]  # type: ignore[misc]

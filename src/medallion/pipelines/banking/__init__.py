@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from medallion.declarations import Flow, Landing, Pipeline, QuarantineReplay, Setting
+from medallion.declarations import Flow, Landing, Pipeline, QuarantineReplay
+from medallion.pipeline_settings import Setting
 from medallion.pipelines import register
 from medallion.pipelines.banking import batches
 from medallion.pipelines.banking import tables as t
