@@ -10,8 +10,9 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from datetime import datetime, timedelta
+from pathlib import Path
 
-from oracle import change_key
+from oracle import change_key, customer_change, read_lines
 
 CONTENT = ("name", "email", "country", "segment")
 FIELDS = (*CONTENT, "sequence_num", "updated_at", "operation")
@@ -68,6 +69,13 @@ def _interval(valid_from: datetime, valid_to: datetime | None, absorbed: list[di
     }
 
 
+def landed_changes(landing: Path) -> list[dict]:
+    """The valid customer changes of every line landed in ``landing/customers``."""
+    folder = landing / "customers"
+    lines = read_lines(folder) if folder.exists() else []
+    return [change for _, line in lines if (change := customer_change(line)) is not None]
+
+
 def change_at(changes: list[dict], customer_id: str, at: datetime) -> dict | None:
     """The change in force for ``customer_id`` at ``at``: among its changes with
     ``updated_at`` <= ``at``, the greatest; None when there is none or it is a DELETE."""
@@ -106,6 +114,22 @@ def generated_changes(seed: int, customers: int = 6, count: int = 90) -> list[di
         later = change["updated_at"] + timedelta(minutes=30)
         changes.append(change | {"sequence_num": change["sequence_num"], "updated_at": later})
     return changes
+
+
+ORDERS = ("as generated", "reversed", "shuffled")
+
+
+def arriving(items: list, order: str, seed: int) -> list:
+    """``items`` in one of :data:`ORDERS` of arrival."""
+    if order == "reversed":
+        return items[::-1]
+    return random.Random(seed).sample(items, len(items)) if order == "shuffled" else items
+
+
+def in_batches(items: list, batches: int = 3) -> list[list]:
+    """``items`` cut into ``batches`` runs of about the same length, in order."""
+    size = -(-len(items) // batches)
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _row_order(row: dict) -> tuple:

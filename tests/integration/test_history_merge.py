@@ -4,14 +4,15 @@ replayed batch writes nothing (issue 30)."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from history_oracle import (
+    ORDERS,
     SCHEMA,
+    arriving,
     expected_in_order,
     generated_changes,
     history,
+    in_batches,
     rows_in_order,
 )
 
@@ -34,20 +35,15 @@ def _empty_history(spark, tmp_path, scd: History) -> TableRef:
     return table
 
 
-@pytest.mark.parametrize("order", ["as generated", "reversed", "shuffled"])
+@pytest.mark.parametrize("order", ORDERS)
 def test_batches_merged_in_any_order_equal_the_oracle_and_a_replay_writes_nothing(
     spark, tmp_path, order
 ):
     changes = generated_changes(seed=11)
-    arriving = {
-        "as generated": changes,
-        "reversed": changes[::-1],
-        "shuffled": random.Random(12).sample(changes, len(changes)),
-    }[order]
     scd = History(CUSTOMERS, TRACKED)
     table = _empty_history(spark, tmp_path, scd)
     guard = ReplayGuard(str(tmp_path / "checkpoint"))
-    batches = [arriving[:40], arriving[40:80], arriving[80:]]
+    batches = in_batches(arriving(changes, order, seed=12))
     for batch_id, batch in enumerate(batches):
         with guard.batch(spark, batch_id) as writes:
             assert apply_history(

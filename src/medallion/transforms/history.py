@@ -49,7 +49,7 @@ class History:
         unknown = set(self.tracked or ()) - set(self.records.content)
         if unknown:
             known = ", ".join(self.records.content)
-            raise ValueError(f"untracked columns {sorted(unknown)}: history tracks one of {known}")
+            raise ValueError(f"tracked columns {sorted(unknown)} are not among {known}")
 
     @property
     def tracked_columns(self) -> tuple[str, ...]:
