@@ -114,7 +114,9 @@ def test_the_version_valid_at_a_time_is_the_change_in_force_when_times_follow_se
 
 
 def test_an_unknown_tracked_column_is_refused():
-    with pytest.raises(ValueError, match="tracked columns \\['colour'\\] are not among name, email"):
+    with pytest.raises(
+        ValueError, match="tracked columns \\['colour'\\] are not among name, email"
+    ):
         History(CUSTOMERS, ("country", "colour"))
 
 
