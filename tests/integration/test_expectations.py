@@ -87,6 +87,7 @@ def _log(spark, config: Config, dataset: str) -> list:
     return read_table(spark, quality_table(config)).where(f"dataset = '{dataset}'").collect()
 
 
+@pytest.mark.slow  # runs of the pipeline
 def test_the_log_counts_every_rule_of_every_batch_as_the_oracle_does(spark, dirs):
     landing, lake = dirs
     faults = FaultRates(invalid=0.2, malformed=0.1)
@@ -124,6 +125,7 @@ def test_the_log_counts_every_rule_of_every_batch_as_the_oracle_does(spark, dirs
     assert sum(r.failed for r in customers) >= quarantined > 0
 
 
+@pytest.mark.slow  # runs of the pipeline
 def test_warn_lets_a_record_pass_into_silver_and_counts_it(spark, dirs):
     landing, lake = dirs
     generate(
@@ -157,6 +159,7 @@ def test_warn_lets_a_record_pass_into_silver_and_counts_it(spark, dirs):
     assert gold.where("product_id <> 'p-refund'").count() == len(expected_from(landing).gold)
 
 
+@pytest.mark.slow  # runs of the pipeline
 def test_fail_stops_the_stream_before_its_batch_writes_then_a_threshold_lets_it_through(
     spark, dirs
 ):
