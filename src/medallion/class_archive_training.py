@@ -87,8 +87,8 @@ def _train() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m medallion.class_archive_training``: make this machine's archive (``--train`` is the
-    training run itself)."""
+    """``python -m medallion.class_archive_training``: make this machine's archive
+    (``--train`` is the training run itself)."""
     args = sys.argv[1:] if argv is None else argv
     if args == ["--train"]:
         _train()

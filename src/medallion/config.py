@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from medallion.errors import ConfigError
 from medallion.expectations import expectation_setting, expectations_of
+from medallion.pipeline_settings import ColumnsSetting, Setting
 from medallion.pipelines import declared_contract, declared_setting, declared_table, pipelines
 from medallion.source_options import (
     DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER,
@@ -35,7 +36,6 @@ from medallion.sql_names import (
 
 if TYPE_CHECKING:
     from medallion.declarations import Flow, Pipeline, Table
-    from medallion.pipeline_settings import ColumnsSetting, Setting
 
 FileSourceKind = Literal["files", "autoloader"]
 SourceKind = Literal["files", "kafka"]
@@ -204,15 +204,17 @@ class Config:
     def setting(self, name: str) -> Decimal:
         """The value of a pipeline's number setting: the one given, else its declared default."""
         declared = self._declared_setting(name)
-        if not isinstance(declared.default, Decimal):
+        if not isinstance(declared, Setting):
             raise TypeError(f"setting {name} is not a number")
         given = self.settings.get(name)
-        return declared.default if given is None else Decimal(declared.parse(given))
+        return declared.default if given is None else declared.parse(given)
 
     def columns_setting(self, name: str) -> tuple[str, ...]:
         """The columns a pipeline's column setting chooses: those given, else every one."""
         declared = self._declared_setting(name)
-        return declared.parse(self.settings.get(name, ""))  # type: ignore[return-value]
+        if not isinstance(declared, ColumnsSetting):
+            raise TypeError(f"setting {name} is not a choice of columns")
+        return declared.parse(self.settings.get(name, ""))
 
     @property
     def uses_unity_catalog(self) -> bool:

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from medallion.sql_names import TableRef
 from medallion.streams.exactly_once import BatchWrites
 from medallion.tables import read_table
-from medallion.transforms.history import VERSION_ID, History
+from medallion.transforms.history import History
 
 _ACTION = "_action"
 
@@ -33,10 +33,9 @@ def history_clauses(history: History) -> str:
 def history_merge_rows(history: History, table_rows: DataFrame, changes: DataFrame) -> DataFrame:
     """The MERGE's source: the recomputed rows of the keys in ``changes`` (``upsert``), and the
     rows ``table_rows`` holds of those keys that the recomputation does not (``delete``)."""
-    keys = [history.records.key, VERSION_ID]
-    recomputed = history.recompute_keys(table_rows, changes).select(*history.columns)
-    touched = changes.select(history.records.key).distinct()
-    theirs = table_rows.join(touched, history.records.key, "left_semi").select(*history.columns)
+    keys = list(history.row_key)
+    theirs = history.rows_of_keys(table_rows, changes).select(*history.columns)
+    recomputed = history.recompute(theirs, changes).select(*history.columns)
     gone = theirs.join(recomputed.select(*keys), keys, "left_anti")
     return recomputed.withColumn(_ACTION, F.lit("upsert")).unionByName(
         gone.withColumn(_ACTION, F.lit("delete"))
@@ -49,5 +48,4 @@ def apply_history(
     """Apply the valid change records ``changes`` to the history ``table``, unless this batch
     did before; True when it merged."""
     rows = history_merge_rows(history, read_table(writes.spark, table), changes)
-    keys = [history.records.key, VERSION_ID]
-    return writes.merge(table, rows, keys, history_clauses(history), app_id)
+    return writes.merge(table, rows, history.row_key, history_clauses(history), app_id)

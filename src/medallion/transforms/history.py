@@ -61,6 +61,11 @@ class History:
         return (*self.records.content, "sequence_num", "updated_at", "operation")
 
     @property
+    def row_key(self) -> tuple[str, str]:
+        """What identifies a row: the key and ``_version_id`` (a MERGE's match)."""
+        return (self.records.key, VERSION_ID)
+
+    @property
     def columns(self) -> tuple[str, ...]:
         """The columns of a history row, in order."""
         return (
@@ -136,13 +141,19 @@ class History:
         absorbed = history.select(key, F.explode(CHANGES_COLUMN).alias("_change"))
         return absorbed.select(key, *(F.col("_change")[f].alias(f) for f in self.change_fields))
 
+    def rows_of_keys(self, history: DataFrame, changes: DataFrame) -> DataFrame:
+        """The rows of ``history`` whose key is among those of ``changes``."""
+        key = self.records.key
+        return history.join(changes.select(key).distinct(), key, "left_semi")
+
     def recompute_keys(self, history: DataFrame, changes: DataFrame) -> DataFrame:
         """The rows of the keys in ``changes``, recomputed from what their rows in ``history``
         absorbed and the new ``changes``: the rows that replace every row of those keys."""
-        key = self.records.key
-        keys = changes.select(key).distinct()
-        theirs = history.join(keys, key, "left_semi")
-        fields = [key, *self.change_fields]
+        return self.recompute(self.rows_of_keys(history, changes), changes)
+
+    def recompute(self, theirs: DataFrame, changes: DataFrame) -> DataFrame:
+        """:meth:`recompute_keys` from ``theirs``, the history rows of ``changes``' keys."""
+        fields = [self.records.key, *self.change_fields]
         return self.versions(self.changes_of(theirs).select(*fields).union(changes.select(*fields)))
 
 
