@@ -21,6 +21,8 @@ import psutil
 import pyarrow.parquet as pq
 from peers.common import RESULT_PREFIX
 
+from medallion.delta_log import commit_tags
+
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
@@ -196,14 +198,14 @@ def read_commits(table: str) -> list[Commit]:
     commits = []
     for path in sorted(log.glob("*.json")):
         commit = Commit(int(path.stem), 0.0)
-        for line in path.read_text().splitlines():
-            action = json.loads(line)
+        actions = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for action in actions:
             if "commitInfo" in action:
                 commit.timestamp_s = action["commitInfo"]["timestamp"] / 1000
             elif "add" in action and action["add"].get("dataChange", True):
                 commit.added.append(action["add"]["path"])
-            elif "txn" in action:
-                commit.txn_version = int(action["txn"]["version"])
+        # The batch that wrote it: medallion's tag in userMetadata, or a Delta txn action.
+        commit.txn_version = next(iter(commit_tags(actions).values()), None)
         commits.append(commit)
     return commits
 

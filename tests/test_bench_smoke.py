@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench import _backfill_panel, _gold_diff  # noqa: E402
+from measure import gold_batches, visible_times  # noqa: E402
 
 
 def test_a_peer_gold_that_differs_is_reported_total_by_total():
@@ -114,3 +115,11 @@ def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
     assert tagged["batch_tag_jobs_per_write"] == tagged["untagged_jobs_per_write"]
     assert tagged["batch_tag_replay_jobs_per_write"] == tagged["untagged_jobs_per_write"]
     assert "Tagged writes:" in table
+    # The streaming parts time each landed file to the gold commit of the batch that took it
+    # into bronze, found by the batch's tag (measure.py): every file bronze holds has one.
+    work = tmp_path / "work"
+    landed = {path.name: 0.0 for path in (work / "data-1000" / "landing" / "events").iterdir()}
+    visible = visible_times(str(work / "ours"), landed)
+    assert visible["bronze"] and set(visible["gold"]) == set(visible["bronze"])
+    assert set(visible["silver"]) <= set(visible["bronze"])
+    assert gold_batches(str(work / "ours")) >= 1
