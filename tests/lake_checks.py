@@ -71,7 +71,12 @@ def _naive(value):
 
 def plain_value(value):
     """A column value as both Spark and delta-rs readers agree on, and hashable: timestamps as
-    naive UTC, arrays (banking's alert reasons) as tuples."""
+    naive UTC, arrays (banking's alert reasons) as tuples, structs (a history's changes, a
+    Spark Row or a delta-rs dict) as tuples of (field, value)."""
+    if isinstance(value, Row):
+        value = value.asDict()
+    if isinstance(value, dict):
+        return tuple((name, plain_value(field)) for name, field in value.items())
     if isinstance(value, list):
         return tuple(map(plain_value, value))
     return _naive(value)

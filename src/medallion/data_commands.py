@@ -50,7 +50,14 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from medallion.changes import read_changes
 
     config = lake_config(args)
-    feeds = [t.key for p in config.declared_pipelines() for t in p.tables if t.change_data_feed]
+    # A history's feed (silver/customers_history) records its version rows being rewritten:
+    # read with --table; the default is the state a pipeline's changes are applied to.
+    feeds = [
+        t.key
+        for p in config.declared_pipelines()
+        for t in p.tables
+        if t.change_data_feed and not t.history
+    ]
     spark = get_spark()
     changes = read_changes(
         spark,

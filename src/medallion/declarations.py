@@ -63,7 +63,7 @@ class Table:
     properties, its layout (``partitioned_by`` columns, or liquid clustering by
     ``clustered_by``), the columns OPTIMIZE Z-orders it by (empty: bin-packing only; a
     clustered table is clustered instead), its maintenance policy, and whether it is a
-    quarantine."""
+    quarantine or a history."""
 
     layer: str
     name: str
@@ -81,6 +81,9 @@ class Table:
     partitioned_by: tuple[str, ...] = ()
     clustered_by: tuple[str, ...] = ()
     maintenance: Maintenance = field(default_factory=Maintenance)
+    # An SCD type 2 history (streams/apply_history.py): its Change Data Feed records its version
+    # rows being rewritten, so `medallion changes` reads it only when asked by name.
+    history: bool = False
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "table name")

@@ -112,7 +112,7 @@ def test_the_serverless_variant_and_maintenance_change_no_rows(spark, local_jobs
     assert "no file older than 168 hours to VACUUM" in row, printed
 
 
-def test_the_exploration_notebook_shows_history_time_travel_changes_progress_and_plots(
+def test_the_exploration_notebook_shows_history_time_travel_changes_progress_plots_and_customers(
     local_jobs,
 ):
     result = local_jobs.runs["explore"]
@@ -128,6 +128,10 @@ def test_the_exploration_notebook_shows_history_time_travel_changes_progress_and
     assert "silver/events_quarantine" in shown and "count" in shown  # quarantine reasons
     # Stream health, quarantine reasons and gold metrics: three plots.
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 3
+    # Each purchase with its customer's segment and country at the time (the history's query).
+    (history,) = [c for c in nb.cells if "customers_history" in c.source and c.cell_type == "code"]
+    table = "".join(o.get("data", {}).get("text/html", "") for o in history.outputs)
+    assert "<th>segment</th>" in table and "<th>country</th>" in table, history.outputs
 
 
 def test_the_backlog_left_once_the_jobs_ran_is_only_maintenance_commits(spark, local_jobs):

@@ -12,6 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from history_oracle import expected_in_order, landed_changes, rows_in_order
 from lake_checks import assert_customers_match, assert_lake_matches, rows_of
 from lake_copy import follow_move
 from oracle import expected_customers, expected_from
@@ -20,6 +21,7 @@ from medallion.config import Config
 from medallion.pipelines import pipelines
 from medallion.pipelines.retail.generator import generate
 from medallion.streams.runner import run_available_now
+from medallion.tables import read_table
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
@@ -64,8 +66,10 @@ def test_a_lake_of_the_old_layout_continues_without_reprocessing(spark, tmp_path
     (retail,) = pipelines(["retail"])
     assert {t.table for t in report.tables} <= {t.key for t in retail.tables}
     # Only retail had input or tables: no other pipeline's table appeared, and retail's kept
-    # their folders and checkpoints.
-    assert _folders(lake, ("bronze", "silver", "gold")) == tables_before
+    # their folders and checkpoints; the customer history, newer than that layout, was added.
+    added = _folders(lake, ("bronze", "silver", "gold")) - tables_before
+    assert tables_before <= _folders(lake, ("bronze", "silver", "gold"))
+    assert added == {"silver/customers_history"}
     assert checkpoints_before <= _folders(lake, ("_checkpoints",))
     for name, before in batches_before.items():
         after = _committed(checkpoints / name)
@@ -76,3 +80,6 @@ def test_a_lake_of_the_old_layout_continues_without_reprocessing(spark, tmp_path
     assert_lake_matches(spark, config, expected_from(landing))
     assert_customers_match(spark, config, expected_customers(landing))
     assert spark.table("medallion.silver_events").count() == len(rows_of(config, "silver/events"))
+    # The history was filled from the old lake's bronze once, then kept by the new batch.
+    history = rows_in_order(read_table(spark, config.table("silver/customers_history")))
+    assert history == expected_in_order(landed_changes(landing))

@@ -39,10 +39,12 @@ def test_lineage_is_read_from_the_flows():
         "gold_customer_changes",
         "gold_daily_revenue_by_country",
     ]
-    # A stream is rebuilt whole: resetting customers rebuilds its tombstones and quarantine.
+    # A stream is rebuilt whole: resetting customers rebuilds its tombstones, quarantine and
+    # history.
     assert tables == [
         "silver/customers",
         "silver/customer_tombstones",
+        "silver/customers_history",
         "silver/customers_quarantine",
         "gold/customer_changes",
         "gold/daily_revenue_by_country",

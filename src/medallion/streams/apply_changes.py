@@ -12,6 +12,8 @@ from medallion.config import Config
 from medallion.contract_rules import Contract
 from medallion.expectations import Expectations
 from medallion.faults import pause_point
+from medallion.streams.apply_history import KeptHistory, apply_history
+from medallion.streams.batch_tuning import SizeTuning
 from medallion.streams.exactly_once import ReplayGuard
 from medallion.streams.quality import QualityGate
 from medallion.streams.sinks import BatchFactory, transaction_app_id
@@ -56,6 +58,7 @@ def apply_changes_batches(
     state_key: str,
     tombstones_key: str,
     quarantine_key: str,
+    history: KeptHistory | None = None,
 ) -> BatchFactory:
     """The batch factory of a stream that applies change records to ``state_key``.
 
@@ -67,8 +70,9 @@ def apply_changes_batches(
     ``delete`` in the Change Data Feed), older changes change nothing. Each key's newest DELETE
     is kept in the tombstones (whether or not a newer change followed it in the batch), so that
     an older change arriving later cannot bring the key back; a newer INSERT can. A batch
-    without a valid DELETE leaves the tombstones untouched. Each write happens once per batch
-    (streams/exactly_once.py).
+    without a valid DELETE leaves the tombstones untouched. With ``history``, every valid change
+    is also applied to a history table (SCD type 2, streams/apply_history.py). Each write
+    happens once per batch (streams/exactly_once.py).
     """
 
     def make_batch(
@@ -80,16 +84,27 @@ def apply_changes_batches(
         guard = ReplayGuard(checkpoint)
         clauses = apply_changes_clauses(records)
         gate = QualityGate(config, stream or stream_name, contract, state_key)
+        kept = history.of(config, records) if history else None
+        tune_for_size = SizeTuning()
 
         def process(batch: DataFrame, batch_id: int) -> None:
             spark = batch.sparkSession
+            if kept:
+                kept.fill_once(
+                    spark, (state, tombstones), lambda rows: validate(rows, gate.expectations)
+                )
+            tune_for_size.before_caching(spark)
             validated = validate(batch, gate.expectations).persist()
             try:
                 valid, deleting = F.col("reason").isNull(), F.col("operation") == "DELETE"
-                quality, (invalid, valid_deletes) = gate.measure(
-                    validated, F.count_if(~valid), F.count_if(valid & deleting)
+                quality, (invalid, valid_deletes, valid_count) = gate.measure(
+                    validated,
+                    F.count_if(~valid),
+                    F.count_if(valid & deleting),
+                    F.count_if(valid),
                 )
                 gate.check(validated, quality)  # a rule set to fail stops the batch here
+                tune_for_size(spark, invalid + valid_count)  # the MERGEs' plans, for its size
                 changes = valid_changes(records, validated)
                 newest = latest_change_per_key(records, changes)
                 # Both MERGEs below read the tombstones as they were before this batch: the
@@ -115,6 +130,9 @@ def apply_changes_batches(
                             writes.merge(
                                 tombstones, deletes, [records.key], _RECORD_TOMBSTONES, app
                             )
+                        if kept and valid_count:
+                            apply_history(writes, kept.table, kept.history, changes, app)
+                            pause_point(f"{stream_name}:{kept.table.name}_merged")  # crash tests
 
                     gate.record_beside(writes, quality, app, apply)
             finally:

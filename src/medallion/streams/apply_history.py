@@ -4,13 +4,22 @@ keys have had, in one commit, once per batch (streams/exactly_once.py)."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from medallion.config import Config
 from medallion.sql_names import TableRef
 from medallion.streams.exactly_once import BatchWrites
-from medallion.tables import read_table
+from medallion.streams.sinks import append_batch
+from medallion.tables import holds_data, read_table
+from medallion.transforms.change_records import ChangeRecords, valid_changes
 from medallion.transforms.history import History
+
+log = logging.getLogger(__name__)
 
 _ACTION = "_action"
 
@@ -49,3 +58,49 @@ def apply_history(
     did before; True when it merged."""
     rows = history_merge_rows(history, read_table(writes.spark, table), changes)
     return writes.merge(table, rows, history.row_key, history_clauses(history), app_id)
+
+
+@dataclass(frozen=True)
+class KeptHistory:
+    """A history table kept beside a state table (SCD type 2, transforms/history.py):
+    ``table_key``, from the change records of ``source_key`` (the bronze table the stream
+    reads), with the content columns the pipeline setting ``tracked_setting`` names opening new
+    versions."""
+
+    table_key: str
+    source_key: str
+    tracked_setting: str
+
+    def of(self, config: Config, records: ChangeRecords) -> HistoryTarget:
+        """This history in ``config``'s lake."""
+        history = History(records, config.columns_setting(self.tracked_setting))
+        return HistoryTarget(config.table(self.table_key), history, config.table(self.source_key))
+
+
+class HistoryTarget:
+    """A :class:`KeptHistory` in one lake: its ``table``, its ``history`` and the ``source``
+    table of its change records."""
+
+    def __init__(self, table: TableRef, history: History, source: TableRef) -> None:
+        self.table, self.history, self.source = table, history, source
+        self._checked = False
+
+    def fill_once(
+        self,
+        spark: SparkSession,
+        state_tables: tuple[TableRef, ...],
+        validate: Callable[[DataFrame], DataFrame],
+    ) -> None:
+        """Fill an empty history from every change record of the source, once per stream
+        start, when the state tables hold data: a lake from before the history. One commit,
+        so a crash leaves the table empty and the next batch fills it again; a change the
+        stream applies afterwards again is a duplicate, which changes nothing."""
+        if self._checked:
+            return
+        self._checked = True
+        if holds_data(spark, self.table) or not any(holds_data(spark, t) for t in state_tables):
+            return
+        source = read_table(spark, self.source)
+        changes = valid_changes(self.history.records, validate(source))
+        log.info("%s: filling it from %s (a lake from before it)", self.table.key, self.source.key)
+        append_batch(self.history.versions(changes), self.table)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from medallion.declarations import Flow, Landing, Pipeline, QuarantineReplay
-from medallion.pipeline_settings import Setting
+from medallion.pipeline_settings import ColumnsSetting, Setting
 from medallion.pipelines import register
 from medallion.pipelines.banking import batches
 from medallion.pipelines.banking import tables as t
@@ -24,6 +24,7 @@ from medallion.pipelines.banking.contract import (
     validate_transactions,
 )
 from medallion.pipelines.banking.generator import generate
+from medallion.pipelines.banking.transforms import ACCOUNTS
 from medallion.pipelines.banking.views import VIEWS
 from medallion.subjects import Subjects
 
@@ -48,6 +49,12 @@ SETTINGS = (
         "fraud_new_account_amount",
         Decimal(1000),
         "new_account_large_amount fires on a young account when the amount exceeds this",
+    ),
+    ColumnsSetting(
+        batches.TRACK_HISTORY_SETTING,
+        ACCOUNTS.content,
+        "the account columns whose change opens a new version in silver/accounts_history; a "
+        "change to another updates the version in place",
     ),
 )
 
@@ -74,7 +81,12 @@ BANKING = register(
                 "silver_accounts",
                 "silver",
                 t.BRONZE_ACCOUNTS,
-                (t.SILVER_ACCOUNTS, t.ACCOUNT_TOMBSTONES, t.ACCOUNTS_QUARANTINE),
+                (
+                    t.SILVER_ACCOUNTS,
+                    t.ACCOUNT_TOMBSTONES,
+                    t.ACCOUNTS_QUARANTINE,
+                    t.ACCOUNTS_HISTORY,
+                ),
                 batch=batches.accounts_batch,
             ),
             Flow(

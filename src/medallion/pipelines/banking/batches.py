@@ -34,6 +34,7 @@ from medallion.pipelines.banking.transforms import (
     screen,
 )
 from medallion.streams.apply_changes import apply_changes_batches
+from medallion.streams.apply_history import KeptHistory
 from medallion.streams.exactly_once import ReplayGuard, merging_batches
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.quality import QualityGate
@@ -64,7 +65,11 @@ def start_bronze_accounts(spark: SparkSession, config: Config, trigger: Trigger)
     )
 
 
-# Account profile changes applied by a sequence-aware MERGE, deletes included.
+# The columns whose change opens a new version in silver/accounts_history.
+TRACK_HISTORY_SETTING = "track_account_history_columns"
+
+# Account profile changes applied by a sequence-aware MERGE, deletes included, and every
+# version of every profile kept in silver/accounts_history (streams/apply_history.py).
 accounts_batch = apply_changes_batches(
     "silver_accounts",
     ACCOUNTS,
@@ -73,6 +78,7 @@ accounts_batch = apply_changes_batches(
     t.SILVER_ACCOUNTS.key,
     t.ACCOUNT_TOMBSTONES.key,
     t.ACCOUNTS_QUARANTINE.key,
+    KeptHistory(t.ACCOUNTS_HISTORY.key, t.BRONZE_ACCOUNTS.key, TRACK_HISTORY_SETTING),
 )
 
 

@@ -9,6 +9,7 @@ from medallion.declarations import (
     STREAMING_TABLE_PROPERTIES,
     Table,
 )
+from medallion.transforms.history import history_schema
 
 _QUARANTINE = "reason STRING NOT NULL, _raw STRING, _source_file STRING, _ingested_at TIMESTAMP"
 _ACCOUNT_STATE = (
@@ -90,11 +91,28 @@ ACCOUNT_DAILY_ACTIVITY = Table(
     zorder=("event_date", "account_id"),
 )
 
+# Every version of every account profile (SCD type 2, transforms/history.py). The screen of a
+# transaction reads silver/accounts as it is when the transaction is screened: an alert is
+# about what was known then (docs/banking.md).
+ACCOUNTS_HISTORY = Table(
+    "silver",
+    "accounts_history",
+    history_schema(
+        "account_id STRING",
+        "risk_score DOUBLE, opened_at TIMESTAMP, avg_transaction_amount DECIMAL(18,4), "
+        "country STRING",
+    ),
+    {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"},
+    zorder=("account_id",),
+    history=True,
+)
+
 TABLES = (
     BRONZE_TRANSACTIONS,
     BRONZE_ACCOUNTS,
     SILVER_ACCOUNTS,
     ACCOUNT_TOMBSTONES,
+    ACCOUNTS_HISTORY,
     ACCOUNTS_QUARANTINE,
     SILVER_TRANSACTIONS,
     TRANSACTIONS_QUARANTINE,

@@ -6,13 +6,14 @@ from pyspark.sql import functions as F
 
 from medallion.declarations import Pipeline, QuarantineReplay
 from medallion.generate import FaultRates
+from medallion.pipeline_settings import ColumnsSetting
 from medallion.pipelines import register
 from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, EVENTS
-from medallion.pipelines.retail.customers import revenue_of
+from medallion.pipelines.retail.customers import TRACK_HISTORY_SETTING, revenue_of
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.pipelines.retail.generator import generate
 from medallion.pipelines.retail.tables import CUSTOMERS_QUARANTINE, EVENTS_QUARANTINE, TABLES
-from medallion.pipelines.retail.transforms.customers import validate_changes
+from medallion.pipelines.retail.transforms.customers import CUSTOMERS, validate_changes
 from medallion.pipelines.retail.transforms.gold import hourly_product_metrics, with_hour_window
 from medallion.pipelines.retail.transforms.silver import validate_events
 from medallion.pipelines.retail.views import VIEWS
@@ -64,6 +65,14 @@ RETAIL = register(
         generate=generate_retail,
         title="Retail: gold and quality",
         views=VIEWS,
+        settings=(
+            ColumnsSetting(
+                TRACK_HISTORY_SETTING,
+                CUSTOMERS.content,
+                "the customer columns whose change opens a new version in "
+                "silver/customers_history; a change to another updates the version in place",
+            ),
+        ),
         contracts=(EVENTS, CUSTOMER_CHANGES),
         replays=(
             QuarantineReplay(

@@ -18,6 +18,7 @@ from medallion.pipelines.retail.transforms.customers import (
     validate_changes,
 )
 from medallion.streams.apply_changes import apply_changes_batches
+from medallion.streams.apply_history import KeptHistory
 from medallion.streams.exactly_once import ReplayGuard
 from medallion.streams.sinks import Trigger, start_append, transaction_app_id
 from medallion.streams.sources import delta_stream, input_lines
@@ -43,8 +44,12 @@ def start_bronze_customers(spark: SparkSession, config: Config, trigger: Trigger
     )
 
 
+# The columns whose change opens a new version in silver/customers_history.
+TRACK_HISTORY_SETTING = "track_history_columns"
+
 # The foreachBatch function of ``silver_customers``: customer changes applied by a
-# sequence-aware MERGE, deletes included (streams/apply_changes.py).
+# sequence-aware MERGE, deletes included (streams/apply_changes.py), and every version of every
+# customer kept in silver/customers_history (streams/apply_history.py).
 silver_customers_batch = apply_changes_batches(
     "silver_customers",
     CUSTOMERS,
@@ -53,6 +58,7 @@ silver_customers_batch = apply_changes_batches(
     "silver/customers",
     "silver/customer_tombstones",
     "silver/customers_quarantine",
+    KeptHistory("silver/customers_history", "bronze/customers", TRACK_HISTORY_SETTING),
 )
 
 

@@ -96,7 +96,7 @@ CUSTOMER_FLOWS: tuple[Flow, ...] = (
         "silver_customers",
         "silver",
         t.BRONZE_CUSTOMERS,
-        (t.SILVER_CUSTOMERS, t.CUSTOMER_TOMBSTONES, t.CUSTOMERS_QUARANTINE),
+        (t.SILVER_CUSTOMERS, t.CUSTOMER_TOMBSTONES, t.CUSTOMERS_QUARANTINE, t.CUSTOMERS_HISTORY),
         batch=customers.silver_customers_batch,
     ),
     Flow(

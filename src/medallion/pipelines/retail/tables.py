@@ -13,6 +13,7 @@ from medallion.declarations import (
     STREAMING_TABLE_PROPERTIES,
     Table,
 )
+from medallion.transforms.history import history_schema
 
 _BRONZE_EVENT_FIELDS = (
     "event_id STRING, event_type STRING, user_id STRING, product_id STRING, category STRING, "
@@ -87,6 +88,18 @@ CUSTOMER_TOMBSTONES = Table(
     "_ingested_at TIMESTAMP",
     zorder=("customer_id",),
 )
+# Every version of every customer (SCD type 2, transforms/history.py), with its validity.
+CUSTOMERS_HISTORY = Table(
+    "silver",
+    "customers_history",
+    history_schema(
+        "customer_id STRING", "name STRING, email STRING, country STRING, segment STRING"
+    ),
+    {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"},
+    # The MERGE key; point-in-time joins look customers up by id.
+    zorder=("customer_id",),
+    history=True,
+)
 CUSTOMERS_QUARANTINE = Table(
     "silver",
     "customers_quarantine",
@@ -119,6 +132,7 @@ TABLES = (
     BRONZE_CUSTOMERS,
     SILVER_CUSTOMERS,
     CUSTOMER_TOMBSTONES,
+    CUSTOMERS_HISTORY,
     CUSTOMERS_QUARANTINE,
     CUSTOMER_CHANGES,
     DAILY_REVENUE_BY_COUNTRY,
