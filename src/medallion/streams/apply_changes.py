@@ -13,7 +13,7 @@ from medallion.contract_rules import Contract
 from medallion.expectations import Expectations
 from medallion.faults import pause_point
 from medallion.streams.apply_history import KeptHistory, apply_history
-from medallion.streams.batch_tuning import SizeTuning
+from medallion.streams.batch_tuning import BatchCache, SizeTuning
 from medallion.streams.exactly_once import ReplayGuard
 from medallion.streams.quality import QualityGate
 from medallion.streams.sinks import BatchFactory, transaction_app_id
@@ -94,7 +94,10 @@ def apply_changes_batches(
                     spark, (state, tombstones), lambda rows: validate(rows, gate.expectations)
                 )
             tune_for_size.before_caching(spark)
-            validated = validate(batch, gate.expectations).persist()
+            # Over Spark Connect a checkpoint, not a cache: the history's MERGE source on top of
+            # the validation's plan nests deeper than the protocol allows (BatchCache).
+            cache = BatchCache()
+            validated = cache(validate(batch, gate.expectations))
             try:
                 valid, deleting = F.col("reason").isNull(), F.col("operation") == "DELETE"
                 quality, (invalid, valid_deletes, valid_count) = gate.measure(
@@ -136,7 +139,7 @@ def apply_changes_batches(
 
                     gate.record_beside(writes, quality, app, apply)
             finally:
-                validated.unpersist()
+                cache.release()
 
         return process
 
