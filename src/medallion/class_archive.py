@@ -10,8 +10,9 @@ The archive is made by one training run in a process of its own
 ``-XX:ArchiveClassesAtExit``, after which its JVM is shut down and writes the classes it
 loaded. Local sessions then start with ``-XX:SharedArchiveFile`` (:func:`jvm_options`) while
 an archive exists for their Java and Spark class path; the key covers both, so a new JDK or a
-new pyspark gets a new archive. A JVM that cannot use an archive starts without it (``-Xshare:auto``, the default). Jars loaded with ``spark.jars`` (Delta's,
-Kafka's) are not on the class path and stay out of it.
+new pyspark gets a new archive. A JVM that cannot use an archive starts without it
+(``-Xshare:auto``, the default). Jars loaded with ``spark.jars`` (Delta's, Kafka's) are not on
+the class path and stay out of it.
 
 The archives are kept in ``$MEDALLION_CLASS_ARCHIVES``, else next to the jar cache
 (``~/.cache/medallion/classes``). ``MEDALLION_CLASS_ARCHIVES=off`` turns them off. Build one

@@ -50,8 +50,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from medallion.changes import read_changes
 
     config = lake_config(args)
-    # A history's feed (silver/customers_history) records its version rows being rewritten:
-    # read with --table; the default is the state a pipeline's changes are applied to.
+    # A history's feed is read only when named (Table.history).
     feeds = [
         t.key
         for p in config.declared_pipelines()

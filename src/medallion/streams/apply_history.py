@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.pipeline_settings import ColumnsSetting
 from medallion.sql_names import TableRef
 from medallion.streams.exactly_once import BatchWrites
 from medallion.streams.sinks import append_batch
@@ -70,6 +71,15 @@ class KeptHistory:
     table_key: str
     source_key: str
     tracked_setting: str
+
+    def setting(self, records: ChangeRecords) -> ColumnsSetting:
+        """The pipeline setting of the tracked columns, for ``Pipeline(settings=...)``."""
+        return ColumnsSetting(
+            self.tracked_setting,
+            records.content,
+            f"the columns whose change opens a new version in {self.table_key}; a change to "
+            "another updates the version in place",
+        )
 
     def of(self, config: Config, records: ChangeRecords) -> HistoryTarget:
         """This history in ``config``'s lake."""

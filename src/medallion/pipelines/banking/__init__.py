@@ -13,7 +13,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from medallion.declarations import Flow, Landing, Pipeline, QuarantineReplay
-from medallion.pipeline_settings import ColumnsSetting, Setting
+from medallion.pipeline_settings import Setting
 from medallion.pipelines import register
 from medallion.pipelines.banking import batches
 from medallion.pipelines.banking import tables as t
@@ -50,12 +50,7 @@ SETTINGS = (
         Decimal(1000),
         "new_account_large_amount fires on a young account when the amount exceeds this",
     ),
-    ColumnsSetting(
-        batches.TRACK_HISTORY_SETTING,
-        ACCOUNTS.content,
-        "the account columns whose change opens a new version in silver/accounts_history; a "
-        "change to another updates the version in place",
-    ),
+    batches.KEPT_HISTORY.setting(ACCOUNTS),
 )
 
 BANKING = register(

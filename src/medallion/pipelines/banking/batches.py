@@ -65,8 +65,10 @@ def start_bronze_accounts(spark: SparkSession, config: Config, trigger: Trigger)
     )
 
 
-# The columns whose change opens a new version in silver/accounts_history.
-TRACK_HISTORY_SETTING = "track_account_history_columns"
+# Every version of every account profile, and the setting that names the columns it tracks.
+KEPT_HISTORY = KeptHistory(
+    t.ACCOUNTS_HISTORY.key, t.BRONZE_ACCOUNTS.key, "track_account_history_columns"
+)
 
 # Account profile changes applied by a sequence-aware MERGE, deletes included, and every
 # version of every profile kept in silver/accounts_history (streams/apply_history.py).
@@ -78,7 +80,7 @@ accounts_batch = apply_changes_batches(
     t.SILVER_ACCOUNTS.key,
     t.ACCOUNT_TOMBSTONES.key,
     t.ACCOUNTS_QUARANTINE.key,
-    KeptHistory(t.ACCOUNTS_HISTORY.key, t.BRONZE_ACCOUNTS.key, TRACK_HISTORY_SETTING),
+    KEPT_HISTORY,
 )
 
 

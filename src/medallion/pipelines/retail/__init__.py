@@ -6,10 +6,9 @@ from pyspark.sql import functions as F
 
 from medallion.declarations import Pipeline, QuarantineReplay
 from medallion.generate import FaultRates
-from medallion.pipeline_settings import ColumnsSetting
 from medallion.pipelines import register
 from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, EVENTS
-from medallion.pipelines.retail.customers import TRACK_HISTORY_SETTING, revenue_of
+from medallion.pipelines.retail.customers import KEPT_HISTORY, revenue_of
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.pipelines.retail.generator import generate
 from medallion.pipelines.retail.tables import CUSTOMERS_QUARANTINE, EVENTS_QUARANTINE, TABLES
@@ -65,14 +64,7 @@ RETAIL = register(
         generate=generate_retail,
         title="Retail: gold and quality",
         views=VIEWS,
-        settings=(
-            ColumnsSetting(
-                TRACK_HISTORY_SETTING,
-                CUSTOMERS.content,
-                "the customer columns whose change opens a new version in "
-                "silver/customers_history; a change to another updates the version in place",
-            ),
-        ),
+        settings=(KEPT_HISTORY.setting(CUSTOMERS),),
         contracts=(EVENTS, CUSTOMER_CHANGES),
         replays=(
             QuarantineReplay(

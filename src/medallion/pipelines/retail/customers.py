@@ -44,8 +44,8 @@ def start_bronze_customers(spark: SparkSession, config: Config, trigger: Trigger
     )
 
 
-# The columns whose change opens a new version in silver/customers_history.
-TRACK_HISTORY_SETTING = "track_history_columns"
+# Every version of every customer, and the setting that names the columns it tracks.
+KEPT_HISTORY = KeptHistory("silver/customers_history", "bronze/customers", "track_history_columns")
 
 # The foreachBatch function of ``silver_customers``: customer changes applied by a
 # sequence-aware MERGE, deletes included (streams/apply_changes.py), and every version of every
@@ -58,7 +58,7 @@ silver_customers_batch = apply_changes_batches(
     "silver/customers",
     "silver/customer_tombstones",
     "silver/customers_quarantine",
-    KeptHistory("silver/customers_history", "bronze/customers", TRACK_HISTORY_SETTING),
+    KEPT_HISTORY,
 )
 
 
