@@ -28,6 +28,8 @@ import random
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
@@ -162,28 +164,40 @@ def check_exact(lake: Path) -> dict:
     }
 
 
-def measure(root: Path, lines: list[str], log: Path, check: bool) -> dict:
-    """Land the delivery on the history lake, run it, read the span; then put everything back."""
-    lake, landing = root / "lake", root / "landing"
-    shutil.rmtree(lake)
-    shutil.copytree(root / "lake.base", lake, symlinks=True)
-    before = _versions(lake)
-    parts = 4
+@contextmanager
+def landed(landing: Path, lines: list[str], parts: int = 4) -> Iterator[None]:
+    """The delivery's lines landed in ``parts`` event files for as long as the block runs."""
     size = -(-len(lines) // parts)
     names = []
-    for i in range(parts):
-        name = f"events-{DELIVERY_SEED}-delivery-{i:02d}.json"
-        write_file_atomically(str(landing / "events"), name, lines[i * size : (i + 1) * size])
-        names.append(name)
     try:
-        wall = _medallion(["run", "--landing", str(landing), "--lake", str(lake)], log)
+        for i in range(parts):
+            name = f"events-{DELIVERY_SEED}-delivery-{i:02d}.json"
+            write_file_atomically(str(landing / "events"), name, lines[i * size : (i + 1) * size])
+            names.append(name)
+        yield
+    finally:
+        for name in names:
+            (landing / "events" / name).unlink(missing_ok=True)
+
+
+def restore(root: Path) -> Path:
+    """The history lake put back as it was built (``lake.base``); its path."""
+    lake = root / "lake"
+    shutil.rmtree(lake, ignore_errors=True)
+    shutil.copytree(root / "lake.base", lake, symlinks=True)
+    return lake
+
+
+def measure(root: Path, lines: list[str], log: Path, check: bool) -> dict:
+    """Land the delivery on the history lake, run it, read the span; then put everything back."""
+    lake = restore(root)
+    before = _versions(lake)
+    with landed(root / "landing", lines):
+        wall = _medallion(["run", "--landing", str(root / "landing"), "--lake", str(lake)], log)
         times = _commit_times(lake, before)
         result = {"process_wall_s": round(wall, 2)}
         if check:
             result["exactness"] = check_exact(lake)
-    finally:
-        for name in names:
-            (landing / "events" / name).unlink(missing_ok=True)
     start = min(times["bronze/events"])
     end = max(t for key in PIPELINE_TABLES[1:] for t in times[key])
     result["span_s"] = round(end - start, 2)

@@ -2,14 +2,16 @@
 
     .venv/bin/python benchmarks/ours.py --landing DIR --workdir DIR
 
-The same code path as ``medallion run`` (``run_available_now``), in a fresh lake under the work
-dir. Prints one ``BENCH_RESULT`` line: session start, the run's wall time and per-layer times,
-row counts and the gold totals (summed with ``deltalake``, no JVM).
+The same code path as ``medallion run`` (``run_available_now``, tables left unnamed), in a
+fresh lake under the work dir, or with ``--continue`` in the lake already there (a later
+delivery). Prints one ``BENCH_RESULT`` line: session start, the run's wall time and per-layer
+times, row counts and the gold totals (summed with ``deltalake``, no JVM).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from peers.common import finish, fresh_workdir, gold_totals, parse_args
 
@@ -19,15 +21,16 @@ from medallion.streams.runner import run_available_now
 
 
 def main() -> None:
-    args = parse_args(__doc__)
-    lake = fresh_workdir(args.workdir)
+    args = parse_args(__doc__, can_continue=True)
+    lake = str(Path(args.workdir).resolve()) if args.continue_lake else fresh_workdir(args.workdir)
     started = time.monotonic()
     spark = get_spark(app_name="medallion-bench", master="local[2]")
     session_s = time.monotonic() - started
 
     config = Config(landing=args.landing, lake=lake)
     started = time.monotonic()
-    report = run_available_now(spark, config)
+    # As `medallion run` does: a run in a process of its own leaves the tables unnamed.
+    report = run_available_now(spark, config, register_names=False)
     wall_s = time.monotonic() - started
 
     finish(

@@ -3,10 +3,10 @@
 It runs benchmarks/bench.py as ``make bench`` does, with medallion and the batch ceiling on
 1,000 events, the small deliveries part (on the backfill's lake, one JVM fewer than building a
 history) and the tagged writes part (one write of each kind after the warm-up); the other peers
-and the streaming, recovery, small-file, scaling, growth and incremental parts each start more
-JVMs, so they are left to ``make bench``. It checks the outputs: the results JSON, the Markdown
-table, the chart and the target checks. The gold comparison of the peers is checked without
-Spark.
+and the streaming, recovery, small-file, scaling, growth, incremental and refresh parts each
+start more JVMs, so they are left to ``make bench``. It checks the outputs: the results JSON,
+the Markdown table, the chart and the target checks. The gold comparison of the peers is
+checked without Spark.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
         "--events",
         "1000",
         "--skip",
-        "peers,latency,recovery,small_files,scaling,growth,incremental",
+        "peers,latency,recovery,small_files,scaling,growth,incremental,refresh",
         "--out",
         str(out),
         "--workdir",

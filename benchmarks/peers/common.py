@@ -21,11 +21,19 @@ METRIC_COLUMNS = ("views", "add_to_carts", "purchases", "unique_users")
 RESULT_PREFIX = "BENCH_RESULT "
 
 
-def parse_args(description: str | None = None) -> argparse.Namespace:
-    """``--landing DIR`` (holds ``events/*.json``) and ``--workdir DIR`` (tables, checkpoints)."""
+def parse_args(description: str | None = None, can_continue: bool = False) -> argparse.Namespace:
+    """``--landing DIR`` (holds ``events/*.json``) and ``--workdir DIR`` (tables, checkpoints);
+    with ``can_continue``, ``--continue`` too (``continue_lake``: keep what the work dir holds)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--landing", required=True, help="folder with events/*.json")
     parser.add_argument("--workdir", required=True, help="tables and checkpoints (wiped first)")
+    if can_continue:
+        parser.add_argument(
+            "--continue",
+            dest="continue_lake",
+            action="store_true",
+            help="continue the tables and checkpoints already in --workdir instead of wiping it",
+        )
     return parser.parse_args()
 
 
