@@ -23,7 +23,7 @@ silver by their ingestion time and file.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -235,110 +235,142 @@ def batch_summary(
     return quality, int(invalid), (low, high)
 
 
-def events_batch(
-    config: Config, checkpoint: str, stages: Sequence[str] = STAGES, clock: StageClock = STAGE_CLOCK
-) -> Callable[[DataFrame, int], None]:
+class EventsBatch:
     """The ``foreachBatch`` function of the events stream: a batch of input lines (``value``,
     ``_source_file``, ``_ingested_at``, any Kafka metadata) through ``stages``, which start
     with bronze (``("bronze",)`` writes bronze alone, while silver and gold catch up).
-    """
-    if not stages or tuple(stages) != STAGES[: len(stages)]:
-        raise ValueError(f"the events stages are a prefix of {STAGES}, not {tuple(stages)}")
-    tables = EventTables.of(config)
-    extra = config.carried("silver/events")
-    tune_for_size = SizeTuning()
-    stream = STAGE_STREAMS["bronze"]
-    # Bronze is tagged with the bare query id, as Delta's own streaming sink tags a batch.
-    bronze_app, stream_app = (
-        transaction_app_id(None, checkpoint),
-        transaction_app_id(stream, checkpoint),
-    )
-    known_ids = KnownKeys(tables.silver, ["event_id"], kept_keys(checkpoint, tables.silver))
-    known_users = KnownKeys(tables.users, USER_KEY_COLUMNS, kept_keys(checkpoint, tables.users))
-    guard = ReplayGuard(checkpoint)
-    gate = QualityGate(config, stream, EVENTS, tables.silver.key)
 
-    def process(lines: DataFrame, batch_id: int) -> None:
+    Made once per stream: it keeps what outlives a batch (the key indexes, the settings the
+    stream started with). Each batch is validated once (:meth:`validate`), then bronze, the
+    quarantine and silver (then gold) are written side by side (:meth:`write`).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        checkpoint: str,
+        stages: Sequence[str] = STAGES,
+        clock: StageClock = STAGE_CLOCK,
+    ) -> None:
+        if not stages or tuple(stages) != STAGES[: len(stages)]:
+            raise ValueError(f"the events stages are a prefix of {STAGES}, not {tuple(stages)}")
+        self.stages, self.checkpoint, self.clock = tuple(stages), checkpoint, clock
+        self.tables = EventTables.of(config)
+        self.extra = config.carried("silver/events")
+        self.tune_for_size = SizeTuning()
+        self.stream = STAGE_STREAMS["bronze"]
+        # Bronze is tagged with the bare query id, as Delta's own streaming sink tags a batch.
+        self.bronze_app = transaction_app_id(None, checkpoint)
+        self.stream_app = transaction_app_id(self.stream, checkpoint)
+        silver, users = self.tables.silver, self.tables.users
+        self.known_ids = KnownKeys(silver, ["event_id"], kept_keys(checkpoint, silver))
+        self.known_users = KnownKeys(users, USER_KEY_COLUMNS, kept_keys(checkpoint, users))
+        self.guard = ReplayGuard(checkpoint)
+        self.gate = QualityGate(config, self.stream, EVENTS, silver.key)
+
+    def __call__(self, lines: DataFrame, batch_id: int) -> None:
         spark = lines.sparkSession
         persist = BatchCache()
         try:
-            with guard.batch(spark, batch_id) as writes:
-                write_batch(spark, lines, writes, persist)
+            with self.guard.batch(spark, batch_id) as writes:
+                self.write(spark, lines, writes, persist)
         finally:
             persist.release()
 
-    def write_batch(
-        spark: SparkSession, lines: DataFrame, writes: BatchWrites, persist: BatchCache
-    ) -> None:
-        schema = (
-            check_table_schema(spark, tables.silver, stream, checkpoint, extra)
-            if "silver" in stages
-            else None
-        )
-        with clock.timing("bronze"):
-            tune_for_size.before_caching(spark)
-            tune_for_size(spark, None, input_bytes(lines))
+    def validate(
+        self, spark: SparkSession, lines: DataFrame, persist: BatchCache
+    ) -> tuple[DataFrame, BatchQuality, int, tuple[object, object]]:
+        """The batch's lines parsed and validated once (cached), and :func:`batch_summary`."""
+        with self.clock.timing("bronze"):
+            self.tune_for_size.before_caching(spark)
+            self.tune_for_size(spark, None, input_bytes(lines))
             validated = persist(
                 validate_events(
-                    raw_lines(lines), extra, with_bronze=True, expectations=gate.expectations
+                    raw_lines(lines),
+                    self.extra,
+                    with_bronze=True,
+                    expectations=self.gate.expectations,
                 )
             )
-            quality, invalid, ingested = batch_summary(validated, gate)
-            rows = quality.rows
-            tune_for_size(spark, rows)
-        if not rows:
+            quality, invalid, ingested = batch_summary(validated, self.gate)
+            self.tune_for_size(spark, quality.rows)
+        return validated, quality, invalid, ingested
+
+    def write(
+        self, spark: SparkSession, lines: DataFrame, writes: BatchWrites, persist: BatchCache
+    ) -> None:
+        """Validate the batch, then write bronze, the quarantine, silver and gold, and record
+        the batch's data quality."""
+        schema = (
+            check_table_schema(spark, self.tables.silver, self.stream, self.checkpoint, self.extra)
+            if "silver" in self.stages
+            else None
+        )
+        validated, quality, invalid, ingested = self.validate(spark, lines, persist)
+        if not quality.rows:
             return
         if schema is not None:
-            gate.check(validated, quality)  # a rule set to fail stops the batch here
-        app = stream_app(spark)
-
-        def record_quality() -> None:
-            gate.record(writes, quality, app)
-
-        def bronze() -> None:
-            with clock.timing("bronze"):
-                writes.append(bronze_rows(validated), tables.bronze, bronze_app(spark))
-            pause_point("bronze_events:appended")  # crash tests only
-
-        def quarantine() -> None:
-            writes.append(quarantined_events(validated), tables.quarantine, app)
-            pause_point("silver_events:quarantined")  # crash tests only
-
-        def silver_and_gold() -> None:
-            assert schema is not None
-            with clock.timing("silver"):
-                found = new_silver_rows(spark, validated, extra, known_ids, persist)
-
-            def silver() -> None:
-                with clock.timing("silver"):
-                    merge_schema = bool(extra or schema.unexpected)
-                    append_silver(tables, found, merge_schema, known_ids, writes, app)
-                pause_point("silver_events:appended")  # crash tests only
-
-            def gold() -> None:
-                with clock.timing("gold"):
-                    new_rows = found.new
-                    if not found.count:
-                        # Nothing new, or a replay after silver's append committed: then the
-                        # rows it inserted are found in silver again.
-                        new_rows = persist(
-                            rows_this_batch_inserted(
-                                spark, tables.silver, found.deduplicated, ingested
-                            )
-                        )
-                    write_gold(spark, tables, new_rows, known_users, persist, writes, app)
-
-            # Gold adds the rows silver does not hold yet, so it need not wait for their
-            # append: either may commit first.
-            side_by_side([silver, gold] if "gold" in stages else [silver])
-
+            self.gate.check(validated, quality)  # a rule set to fail stops the batch here
+        app = self.stream_app(spark)
         # Bronze, the quarantine and silver (then gold) are written side by side: each write
         # is tagged on its own, so any of them may commit first, and a replay skips those
         # that did.
-        work = [bronze]
+        work = [lambda: self.write_bronze(spark, validated, writes)]
         if schema is not None:
-            work += [quarantine] * bool(invalid) + [silver_and_gold] * (rows > invalid)
-            work.append(record_quality)  # the data-quality log
+            merge_schema = bool(self.extra or schema.unexpected)
+            if invalid:
+                work.append(lambda: self.write_quarantine(validated, writes, app))
+            if quality.rows > invalid:
+                work.append(
+                    lambda: self.write_silver_and_gold(
+                        spark, validated, ingested, merge_schema, writes, persist, app
+                    )
+                )
+            work.append(lambda: self.gate.record(writes, quality, app))  # the data-quality log
         side_by_side(work)
 
-    return process
+    def write_bronze(self, spark: SparkSession, validated: DataFrame, writes: BatchWrites) -> None:
+        """Every line of the batch, to bronze."""
+        with self.clock.timing("bronze"):
+            writes.append(bronze_rows(validated), self.tables.bronze, self.bronze_app(spark))
+        pause_point("bronze_events:appended")  # crash tests only
+
+    def write_quarantine(self, validated: DataFrame, writes: BatchWrites, app: str) -> None:
+        """The batch's invalid lines, each with its reason, to the quarantine."""
+        writes.append(quarantined_events(validated), self.tables.quarantine, app)
+        pause_point("silver_events:quarantined")  # crash tests only
+
+    def write_silver_and_gold(
+        self,
+        spark: SparkSession,
+        validated: DataFrame,
+        ingested: tuple[object, object],
+        merge_schema: bool,
+        writes: BatchWrites,
+        persist: BatchCache,
+        app: str,
+    ) -> None:
+        """The valid events new to silver, appended to silver and added to gold side by side:
+        gold adds the rows silver does not hold yet, so it need not wait for their append."""
+        with self.clock.timing("silver"):
+            found = new_silver_rows(spark, validated, self.extra, self.known_ids, persist)
+
+        def silver() -> None:
+            with self.clock.timing("silver"):
+                append_silver(self.tables, found, merge_schema, self.known_ids, writes, app)
+            pause_point("silver_events:appended")  # crash tests only
+
+        def gold() -> None:
+            with self.clock.timing("gold"):
+                new_rows = found.new
+                if not found.count:
+                    # Nothing new, or a replay after silver's append committed: then the rows
+                    # it inserted are found in silver again.
+                    new_rows = persist(
+                        rows_this_batch_inserted(
+                            spark, self.tables.silver, found.deduplicated, ingested
+                        )
+                    )
+                write_gold(spark, self.tables, new_rows, self.known_users, persist, writes, app)
+
+        side_by_side([silver, gold] if "gold" in self.stages else [silver])

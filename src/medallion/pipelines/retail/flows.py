@@ -16,7 +16,7 @@ from medallion.pipelines.retail.catch_up import gold_hourly_batch, silver_events
 from medallion.pipelines.retail.events import (
     STAGE_STREAMS,
     STAGES,
-    events_batch,
+    EventsBatch,
     lost_users_refusal,
 )
 from medallion.pipelines.retail.upgrade import backfill_hourly_users
@@ -39,7 +39,7 @@ def start_events(
     checkpoint = config.checkpoint(name)
     return start_foreach_batch(
         input_lines(spark, config, "events"),
-        events_batch(config, checkpoint, stages),
+        EventsBatch(config, checkpoint, stages),
         checkpoint,
         trigger,
         name,
