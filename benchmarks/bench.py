@@ -219,7 +219,7 @@ def _checks(results: dict) -> list[dict]:
     )
     refresh = results.get("refresh", {})
     check(
-        "a delivery on a 1.5M lake: Declarative Pipelines' refresh / medallion run "
+        "a delivery on a 1.5M lake: Declarative Pipelines' views recomputed / medallion run "
         "(identical gold)",
         refresh.get("ratio") if refresh.get("gold_identical") else None,
         TARGETS["refresh_vs_sdp"],

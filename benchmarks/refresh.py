@@ -19,10 +19,11 @@ with re-sent copies of history events and late events. With the delivery landed:
 
     Why not a second ``spark-pipelines run`` over the first one's tables: on Spark 4.2 its
     catalog lives in memory, so the second run finds the tables' folders but not the tables
-    and fails (LOCATION_ALREADY_EXISTS); with a Hive metastore (Derby) the second run starts,
-    but it takes its views' inputs for tables outside the pipeline, runs the three flows at
-    once, and gold is computed from a silver it has just emptied: 0 rows (measured on a
-    20,000-event lake, 2026-11-29).
+    and fails (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION); with a Hive metastore (Derby), a
+    table declared with ``format="delta"`` fails it (DELTA_CANNOT_CHANGE_PROVIDER), and with
+    Delta as the default format it starts, but takes its views' inputs for tables outside the
+    pipeline, runs the three flows at once, and gold is computed from a silver it has just
+    emptied: 0 rows (tried on a 20,000-event lake, 2026-11-29; docs/benchmarks.md).
 
 Both golds must be identical, row for row (read with ``deltalake``, no JVM). Prints one
 ``BENCH_RESULT`` line; ``ratio`` is ``recompute_s`` over medallion's median run time.
