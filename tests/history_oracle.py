@@ -12,7 +12,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from oracle import change_key, customer_change, read_lines
+from oracle import change_key, customer_change, expected_daily_revenue, read_lines
 
 CONTENT = ("name", "email", "country", "segment")
 FIELDS = (*CONTENT, "sequence_num", "updated_at", "operation")
@@ -144,3 +144,18 @@ def rows_in_order(df) -> list[dict]:
 
 def expected_in_order(changes: list[dict], tracked: tuple[str, ...] = CONTENT) -> list[dict]:
     return sorted(history(changes, tracked), key=_row_order)
+
+
+def expected_revenue_at_purchase(silver: dict[str, dict], changes: list[dict]) -> dict[tuple, dict]:
+    """``gold/daily_revenue_by_country`` by default: each purchase under the country of the
+    change in force for its customer at its ``event_timestamp`` (:func:`change_at`)."""
+    by_customer: dict[str, list[dict]] = defaultdict(list)
+    for change in changes:
+        by_customer[change["customer_id"]].append(change)
+
+    def country_of(purchase: dict) -> str | None:
+        user = purchase["user_id"]
+        change = change_at(by_customer[user], user, purchase["event_timestamp"])
+        return None if change is None else change["country"]
+
+    return expected_daily_revenue(silver, country_of)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
@@ -355,14 +356,15 @@ def expected_customers(landing: Path) -> ExpectedCustomers:
 
 
 def expected_daily_revenue(
-    silver: dict[str, dict], countries: dict[str, str | None]
+    silver: dict[str, dict], country_of: Callable[[dict], str | None]
 ) -> dict[tuple, dict]:
-    """Revenue and purchases per (event_date, country), each purchase under its customer's country."""
+    """Revenue and purchases per (event_date, country), each purchase under the country
+    ``country_of(purchase)`` gives it (``unknown`` for None)."""
     out: dict[tuple, dict] = {}
     for event in silver.values():
         if event["event_type"] != "purchase":
             continue
-        country = countries.get(event["user_id"]) or "unknown"
+        country = country_of(event) or "unknown"
         row = out.setdefault(
             (event["event_date"], country), {"revenue": Decimal("0.0000"), "purchases": 0}
         )

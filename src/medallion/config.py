@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from medallion.errors import ConfigError
 from medallion.expectations import expectation_setting, expectations_of
-from medallion.pipeline_settings import ColumnsSetting, Setting
+from medallion.pipeline_settings import AnySetting, ChoiceSetting, ColumnsSetting, Setting
 from medallion.pipelines import declared_contract, declared_setting, declared_table, pipelines
 from medallion.source_options import (
     DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER,
@@ -195,7 +195,7 @@ class Config:
         except KeyError as error:
             raise ConfigError(str(error.args[0])) from None
 
-    def _declared_setting(self, name: str) -> Setting | ColumnsSetting:
+    def _declared_setting(self, name: str) -> AnySetting:
         try:
             return declared_setting(name)
         except KeyError as error:
@@ -215,6 +215,14 @@ class Config:
         if not isinstance(declared, ColumnsSetting):
             raise TypeError(f"setting {name} is not a choice of columns")
         return declared.parse(self.settings.get(name, ""))
+
+    def choice_setting(self, name: str) -> str:
+        """The choice a pipeline's choice setting makes: the one given, else its default."""
+        declared = self._declared_setting(name)
+        if not isinstance(declared, ChoiceSetting):
+            raise TypeError(f"setting {name} is not a choice")
+        given = self.settings.get(name)
+        return declared.default if given is None else declared.parse(given)
 
     @property
     def uses_unity_catalog(self) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from medallion.pipeline_settings import ColumnsSetting, Setting
+from medallion.pipeline_settings import AnySetting
 from medallion.sql_names import validate_identifier
 
 if TYPE_CHECKING:
@@ -278,7 +278,7 @@ class Pipeline:
     tables: tuple[Table, ...]
     flows: tuple[Flow, ...] = field(default=())
     generate: Generator | None = field(default=None, compare=False)
-    settings: tuple[Setting | ColumnsSetting, ...] = ()
+    settings: tuple[AnySetting, ...] = ()
     title: str = ""
     views: tuple[View, ...] = ()
     contracts: tuple[Contract, ...] = ()

@@ -63,3 +63,36 @@ class ColumnsSetting:
                 f"choose among {', '.join(self.columns)}, joined by +"
             )
         return tuple(c for c in self.columns if c in names) if names else self.columns
+
+
+@dataclass(frozen=True)
+class ChoiceSetting:
+    """One of a few named meanings a pipeline's flows read from the configuration, such as how
+    gold attributes a purchase to a country: ``--set NAME=CHOICE``. The first choice is the
+    default."""
+
+    name: str
+    choices: tuple[str, ...]
+    help: str
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.name, "setting name")
+        if not self.choices:
+            raise ValueError(f"setting {self.name} offers no choice")
+
+    @property
+    def default(self) -> str:
+        return self.choices[0]
+
+    def parse(self, text: str) -> str:
+        """The choice ``text`` names; :class:`ConfigError` for any other text."""
+        choice = text.strip()
+        if choice not in self.choices:
+            raise ConfigError(
+                f"setting {self.name} is one of {', '.join(self.choices)}, not {text!r}"
+            )
+        return choice
+
+
+# Any kind of pipeline setting.
+AnySetting = Setting | ColumnsSetting | ChoiceSetting

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from medallion.pipelines.retail.customers import gold_revenue_batch
+from medallion.pipelines.retail.revenue import gold_revenue_batch
 from medallion.streams.sinks import merge_into
 from medallion.tables import ensure_tables, read_table
 

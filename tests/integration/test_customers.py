@@ -6,6 +6,7 @@ import json
 from decimal import Decimal
 
 import pytest
+from history_oracle import expected_revenue_at_purchase, landed_changes
 from lake_checks import (
     assert_change_feed_audited,
     assert_customers_match,
@@ -13,15 +14,16 @@ from lake_checks import (
     daily_revenue,
     rows_of,
 )
-from oracle import expected_customers, expected_daily_revenue, expected_from
+from oracle import expected_customers, expected_from
 from pyspark.sql import functions as F
 
 from medallion.changes import ChangeFeedError, read_changes
 from medallion.delta_log import committed_version
 from medallion.generate import FaultRates, write_file_atomically
 from medallion.pipelines.retail.contract import CUSTOMER_FIELDS
-from medallion.pipelines.retail.customers import gold_revenue_batch, silver_customers_batch
+from medallion.pipelines.retail.customers import silver_customers_batch
 from medallion.pipelines.retail.generator import generate
+from medallion.pipelines.retail.revenue import gold_revenue_batch
 from medallion.streams.flows import flow
 from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table
@@ -90,8 +92,8 @@ def test_generated_changes_and_revenue_match_the_oracle(spark, config, dirs):
     assert_lake_matches(spark, config, events)
     assert_customers_match(spark, config, customers)
     assert_change_feed_audited(spark, config)
-    countries = {cid: c["country"] for cid, c in customers.state.items()}
-    assert daily_revenue(spark, config) == expected_daily_revenue(events.silver, countries)
+    changes = landed_changes(landing)
+    assert daily_revenue(spark, config) == expected_revenue_at_purchase(events.silver, changes)
 
 
 def test_out_of_order_duplicates_deletes_and_reinserts_across_runs(spark, config, dirs):
@@ -172,8 +174,29 @@ def test_out_of_order_duplicates_deletes_and_reinserts_across_runs(spark, config
         assert_customers_match(spark, config, expected)
 
 
-def test_purchases_are_enriched_with_known_unknown_and_deleted_customers(spark, config, dirs):
+@pytest.mark.parametrize(
+    ("meaning", "expected"),
+    [
+        # The country at purchase time: every change (1 November) precedes every purchase (20
+        # November), so the later batch's changes correct e1 and e2, counted in the first.
+        ("at_purchase", {"US": ("11.0000", 2), "unknown": ("13.5000", 3)}),
+        # The country as silver/customers knew it when each batch ran.
+        (
+            "at_processing",
+            {
+                "DE": ("10.0000", 1),
+                "FR": ("5.0000", 1),
+                "US": ("1.0000", 1),
+                "unknown": ("8.5000", 2),
+            },
+        ),
+    ],
+)
+def test_purchases_are_enriched_with_known_unknown_and_deleted_customers(
+    spark, config, dirs, meaning, expected
+):
     landing, _ = dirs
+    config = config.with_options(settings={"revenue_country": meaning})
     land(
         landing,
         "r0",
@@ -191,10 +214,8 @@ def test_purchases_are_enriched_with_known_unknown_and_deleted_customers(spark, 
     run_available_now(spark, config, flows=REVENUE_FLOWS)
     day = read_table(spark, config.table("silver/events")).first().event_date
     assert daily_revenue(spark, config) == {
-        (day, "DE"): {"revenue": Decimal("10.0000"), "purchases": 1},
-        (day, "FR"): {"revenue": Decimal("5.0000"), "purchases": 1},
-        (day, "US"): {"revenue": Decimal("1.0000"), "purchases": 1},
-        (day, "unknown"): {"revenue": Decimal("8.5000"), "purchases": 2},
+        (day, country): {"revenue": Decimal(revenue), "purchases": purchases}
+        for country, (revenue, purchases) in expected.items()
     }
 
 

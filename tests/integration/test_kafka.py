@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from history_oracle import expected_revenue_at_purchase, landed_changes
 from kafka_broker import KafkaBroker, produce
 from lake_checks import assert_customers_match, assert_lake_matches, daily_revenue, rows_of
-from oracle import Expected, expected_customers, expected_daily_revenue, expected_from
+from oracle import Expected, expected_customers, expected_from
 from processes import batch_in_flight, committed_batches, kill_group, start_medallion, wait_until
 
 from medallion.bundle.resolve import Bundle
@@ -159,8 +160,8 @@ def test_the_bundle_jobs_read_both_topics_with_source_kafka(spark, kafka_broker,
     assert_lake_matches(spark, config, expected)
     customers = expected_customers(landing)
     assert_customers_match(spark, config, customers)
-    countries = {cid: c["country"] for cid, c in customers.state.items()}
-    assert daily_revenue(spark, config) == expected_daily_revenue(expected.silver, countries)
+    changes = landed_changes(landing)
+    assert daily_revenue(spark, config) == expected_revenue_at_purchase(expected.silver, changes)
 
 
 def test_sigkill_mid_batch_then_rerun_is_exactly_once(spark, kafka_broker, tmp_path):

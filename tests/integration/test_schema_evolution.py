@@ -90,7 +90,7 @@ def test_new_fields_stay_in_bronze_then_carried_into_silver_and_a_breaking_chang
     #    to the events that land from now on; the revenue stream, already reading silver,
     #    stops once on the schema change and is restarted.
     carried = config.with_options(carried_columns={"silver/events": ("coupon",)})
-    caplog.set_level(logging.INFO, logger="medallion.streams.runner")
+    caplog.set_level(logging.INFO, logger="medallion.streams")
     running = StreamInThread(spark, carried, streams).start()
     assert wait_until(lambda: "starting gold_daily_revenue_by_country" in caplog.text, 300)
     time.sleep(2)  # the revenue stream reads silver with the schema it had

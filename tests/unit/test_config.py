@@ -65,6 +65,17 @@ def test_delta_source_options():
         DeltaSourceOptions(starting_version=1, starting_timestamp="2026-01-01").as_options()
 
 
+def test_a_choice_setting_defaults_to_its_first_choice_and_refuses_any_other():
+    config = Config(landing="/l", lake="/k")
+    assert config.choice_setting("revenue_country") == "at_purchase"
+    chosen = config.with_options(settings={"revenue_country": " at_processing "})
+    assert chosen.choice_setting("revenue_country") == "at_processing"
+    with pytest.raises(ConfigError, match="revenue_country is one of at_purchase, at_processing"):
+        Config(landing="/l", lake="/k", settings={"revenue_country": "at_billing"})
+    with pytest.raises(TypeError, match="not a choice"):
+        config.choice_setting("fraud_risk_score_above")
+
+
 def test_a_columns_setting_takes_some_of_its_columns_joined_by_plus_and_refuses_others():
     from medallion.pipeline_settings import ColumnsSetting
 

@@ -46,7 +46,7 @@ def test_retail_is_found_by_registration_with_every_table_and_flow():
 
 def test_a_flow_reads_and_writes_tables_not_prose():
     revenue = next(f for f in all_flows() if f.name == "gold_daily_revenue_by_country")
-    assert revenue.reads == "silver/events + silver/customers"
+    assert revenue.reads == "silver/events + silver/customers_history + silver/customers"
     changes = next(f for f in all_flows() if f.name == "gold_customer_changes")
     assert changes.reads == "silver/customers (change data feed)"
     assert changes.inputs == ("silver/customers",)

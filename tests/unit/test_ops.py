@@ -26,7 +26,7 @@ from medallion.streams.table_schema import SchemaCheck, compare, is_restartable_
 
 def test_lineage_is_read_from_the_flows():
     revenue = flow("gold_daily_revenue_by_country")
-    assert revenue.inputs == ("silver/events", "silver/customers")
+    assert revenue.inputs == ("silver/events", "silver/customers_history", "silver/customers")
     assert revenue.source.key == "silver/events"
     assert flow("gold_customer_changes").source.key == "silver/customers"
     assert [f.name for f in stream_readers("silver/events")] == [

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from medallion.declarations import Flow, Pipeline, Table, landing_datasets
-from medallion.pipeline_settings import ColumnsSetting, Setting
+from medallion.pipeline_settings import AnySetting
 
 if TYPE_CHECKING:
     from medallion.contract_rules import Contract
@@ -141,7 +141,7 @@ def declared_contract(dataset: str) -> Contract:
     return _declared("dataset", "datasets with a contract", contracts, dataset)
 
 
-def declared_setting(name: str) -> Setting | ColumnsSetting:
+def declared_setting(name: str) -> AnySetting:
     """The declaration of the setting ``name``; :class:`KeyError` names the known ones."""
     settings = {s.name: s for p in pipelines() for s in p.settings}
     return _declared("setting", "known settings", settings, name)

@@ -8,9 +8,10 @@ from medallion.declarations import Pipeline, QuarantineReplay
 from medallion.generate import FaultRates
 from medallion.pipelines import register
 from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, EVENTS
-from medallion.pipelines.retail.customers import KEPT_HISTORY, revenue_of
+from medallion.pipelines.retail.customers import KEPT_HISTORY
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.pipelines.retail.generator import generate
+from medallion.pipelines.retail.revenue import REVENUE_COUNTRY, revenue_of
 from medallion.pipelines.retail.tables import CUSTOMERS_QUARANTINE, EVENTS_QUARANTINE, TABLES
 from medallion.pipelines.retail.transforms.customers import CUSTOMERS, validate_changes
 from medallion.pipelines.retail.transforms.gold import hourly_product_metrics, with_hour_window
@@ -64,7 +65,7 @@ RETAIL = register(
         generate=generate_retail,
         title="Retail: gold and quality",
         views=VIEWS,
-        settings=(KEPT_HISTORY.setting(CUSTOMERS),),
+        settings=(KEPT_HISTORY.setting(CUSTOMERS), REVENUE_COUNTRY),
         contracts=(EVENTS, CUSTOMER_CHANGES),
         replays=(
             QuarantineReplay(

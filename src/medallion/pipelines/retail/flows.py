@@ -10,7 +10,7 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.config import Config
 from medallion.declarations import Flow, Landing
 from medallion.errors import PipelineError
-from medallion.pipelines.retail import customers
+from medallion.pipelines.retail import customers, revenue
 from medallion.pipelines.retail import tables as t
 from medallion.pipelines.retail.catch_up import gold_hourly_batch, silver_events_batch
 from medallion.pipelines.retail.events import (
@@ -112,8 +112,9 @@ CUSTOMER_FLOWS: tuple[Flow, ...] = (
         "gold",
         t.SILVER_EVENTS,
         (t.DAILY_REVENUE_BY_COUNTRY,),
-        joins=(t.SILVER_CUSTOMERS,),
-        batch=customers.gold_revenue_batch,
+        revenue.start_gold_revenue,
+        # The history's feed by default, silver/customers with revenue_country=at_processing.
+        joins=(t.CUSTOMERS_HISTORY, t.SILVER_CUSTOMERS),
         # A daily total per country: refreshed every 10 s while streaming, so that its MERGE
         # does not run after every batch of events and take their cores.
         min_interval_seconds=10.0,

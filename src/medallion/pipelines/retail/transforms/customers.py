@@ -18,6 +18,7 @@ from medallion.json_columns import MONEY_SUM_TYPE
 from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, CUSTOMER_FIELDS
 from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 from medallion.transforms.change_records import ChangeRecords
+from medallion.transforms.history import History, latest_change_at
 
 CUSTOMERS = ChangeRecords("customer_id", ("name", "email", "country", "segment"))
 UNKNOWN_COUNTRY = "unknown"
@@ -58,6 +59,17 @@ def enrich_purchases(purchases: DataFrame, customers: DataFrame) -> DataFrame:
         purchases.join(countries, F.col("user_id") == F.col("_customer_id"), "left")
         .withColumn("country", F.coalesce(F.col("_country"), F.lit(UNKNOWN_COUNTRY)))
         .drop("_customer_id", "_country")
+    )
+
+
+def enrich_purchases_at_purchase(purchases: DataFrame, changes: DataFrame) -> DataFrame:
+    """Purchases with the ``country`` their customer had at the purchase's ``event_timestamp``:
+    that of the greatest of the customer's ``changes`` (change records) with ``updated_at`` at
+    or before it, in silver's order; ``unknown`` when there is none, or it is a DELETE."""
+    rows = purchases.withColumn(CUSTOMERS.key, F.col("user_id"))
+    known = latest_change_at(History(CUSTOMERS), changes, rows, "event_timestamp", ("country",))
+    return known.withColumn("country", F.coalesce(F.col("country"), F.lit(UNKNOWN_COUNTRY))).drop(
+        CUSTOMERS.key
     )
 
 
