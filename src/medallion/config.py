@@ -12,7 +12,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from medallion.errors import ConfigError
 from medallion.expectations import expectation_setting, expectations_of
@@ -68,6 +68,9 @@ def parse_settings(pairs: str | Sequence[str]) -> dict[str, str]:
     """Pipeline settings written ``NAME=VALUE`` (``--set``, the ``settings`` job parameter);
     an expectation's name is dotted: ``expect.events.revenue_not_negative=warn``."""
     return parse_pairs(pairs, "setting", dotted=True)
+
+
+_Kind = TypeVar("_Kind", Setting, ColumnsSetting, ChoiceSetting)
 
 
 @dataclass(frozen=True)
@@ -201,26 +204,26 @@ class Config:
         except KeyError as error:
             raise ConfigError(str(error.args[0])) from None
 
+    def _declared_kind(self, name: str, kind: type[_Kind], what: str) -> _Kind:
+        declared = self._declared_setting(name)
+        if not isinstance(declared, kind):
+            raise TypeError(f"setting {name} is not {what}")
+        return declared
+
     def setting(self, name: str) -> Decimal:
         """The value of a pipeline's number setting: the one given, else its declared default."""
-        declared = self._declared_setting(name)
-        if not isinstance(declared, Setting):
-            raise TypeError(f"setting {name} is not a number")
+        declared = self._declared_kind(name, Setting, "a number")
         given = self.settings.get(name)
         return declared.default if given is None else declared.parse(given)
 
     def columns_setting(self, name: str) -> tuple[str, ...]:
         """The columns a pipeline's column setting chooses: those given, else every one."""
-        declared = self._declared_setting(name)
-        if not isinstance(declared, ColumnsSetting):
-            raise TypeError(f"setting {name} is not a choice of columns")
+        declared = self._declared_kind(name, ColumnsSetting, "a choice of columns")
         return declared.parse(self.settings.get(name, ""))
 
     def choice_setting(self, name: str) -> str:
         """The choice a pipeline's choice setting makes: the one given, else its default."""
-        declared = self._declared_setting(name)
-        if not isinstance(declared, ChoiceSetting):
-            raise TypeError(f"setting {name} is not a choice")
+        declared = self._declared_kind(name, ChoiceSetting, "a choice")
         given = self.settings.get(name)
         return declared.default if given is None else declared.parse(given)
 
