@@ -68,6 +68,7 @@ _AT_PURCHASE_SOURCES = 2
 
 
 def purchases_of(events: DataFrame) -> DataFrame:
+    """The purchase events among ``events``."""
     return events.where(F.col("event_type") == "purchase")
 
 
@@ -105,7 +106,7 @@ def revenue_inputs(events: DataFrame, history_feed: DataFrame) -> DataFrame:
     earliest ``updated_at`` of the changes it holds: no purchase before it can change)."""
     purchases = purchases_of(events).select(
         F.lit(True).alias("purchase"),
-        F.col("user_id").alias("customer_id"),
+        F.col("user_id").alias(CUSTOMERS.key),
         F.col("event_timestamp").alias("at"),
         "event_date",
     )
