@@ -148,6 +148,18 @@ def test_revenue_by_country_is_the_oracles_whatever_the_arrival_order(spark, tmp
     }
 
 
+def test_changes_that_land_after_every_purchase_correct_the_days_they_move(spark, tmp_path):
+    # Every purchase first, then deliveries of customer changes alone: silver's events do not
+    # move, so the revenue stream runs on the history's feed.
+    config = Config(landing=str(tmp_path / "landing"), lake=str(tmp_path / "lake"))
+    items = _items()
+    purchases = [item for item in items if item[0] == "events"]
+    changes = [item for item in items if item[0] == "customers"]
+    _land_and_run(spark, config, purchases, batches=1)
+    _land_and_run(spark, config, changes, batches=2, first=1)
+    assert daily_revenue(spark, config) == _expected(config)
+
+
 def test_a_crash_after_the_days_are_replaced_is_replayed_without_a_second_write(
     spark, tmp_path, monkeypatch
 ):

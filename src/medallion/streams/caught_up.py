@@ -20,8 +20,8 @@ def has_read_everything(spark: SparkSession, config: Config, flow: Flow) -> bool
     committed one, ended after the table's latest version, of the same table (its id).
 
     False whenever that cannot be told for sure: a landing or Kafka source, a fused flow, a
-    batch planned but not committed, a checkpoint or log not readable from here, a table with
-    no checksum file. Such a flow simply runs.
+    stream of several sources, a batch planned but not committed, a checkpoint or log not
+    readable from here, a table with no checksum file. Such a flow simply runs.
     """
     source = flow.source.key
     if source.startswith("landing/") or flow.fuses or fusion_head(flow.name) is not None:
@@ -30,6 +30,8 @@ def has_read_everything(spark: SparkSession, config: Config, flow: Flow) -> bool
     committed = checkpoints.committed_batch(checkpoint)
     if committed is None or checkpoints.planned_batch(checkpoint) != committed:
         return False
+    if len(checkpoints.source_offsets(checkpoint, committed)) != 1:
+        return False  # a second source (a change data feed) may have news of its own
     position = checkpoints.delta_position(checkpoint)
     if position is None or position.starting or position.index != -1:
         return False
