@@ -30,8 +30,9 @@ def has_read_everything(spark: SparkSession, config: Config, flow: Flow) -> bool
     committed = checkpoints.committed_batch(checkpoint)
     if committed is None or checkpoints.planned_batch(checkpoint) != committed:
         return False
-    if len(checkpoints.source_offsets(checkpoint, committed)) != 1:
-        return False  # a second source (a change data feed) may have news of its own
+    # A second source (a change data feed) may have news of its own.
+    if checkpoints.source_count(checkpoint) != 1:
+        return False
     position = checkpoints.delta_position(checkpoint)
     if position is None or position.starting or position.index != -1:
         return False

@@ -55,6 +55,16 @@ def source_offsets(checkpoint: str, batch_id: int) -> list[dict | None]:
     return out
 
 
+def source_count(checkpoint: str) -> int | None:
+    """How many sources the stream's last planned batch read (None: no batch yet, or the
+    checkpoint cannot be read as local files)."""
+    try:
+        batch = planned_batch(checkpoint)
+        return None if batch is None else len(source_offsets(checkpoint, batch))
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True)
 class DeltaPosition:
     """Where a Delta source resumes: every version before ``version`` is read.

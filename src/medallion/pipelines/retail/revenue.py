@@ -35,7 +35,7 @@ from medallion.pipelines.retail.transforms.customers import (
     enrich_purchases_at_purchase,
 )
 from medallion.storage import delete_folder
-from medallion.streams.checkpoint_files import planned_batch, source_offsets
+from medallion.streams.checkpoint_files import source_count
 from medallion.streams.exactly_once import ReplayGuard
 from medallion.streams.sinks import (
     Trigger,
@@ -210,16 +210,6 @@ def gold_revenue_batch(
     return process
 
 
-def _checkpoint_sources(checkpoint: str) -> int | None:
-    """How many sources the stream's checkpoint was written with (None: no batch, or the
-    checkpoint cannot be read as local files)."""
-    try:
-        batch = planned_batch(checkpoint)
-        return None if batch is None else len(source_offsets(checkpoint, batch))
-    except OSError:
-        return None
-
-
 def start_gold_revenue(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
     """Start ``gold_daily_revenue_by_country`` with the meaning ``revenue_country`` chooses.
 
@@ -228,7 +218,7 @@ def start_gold_revenue(spark: SparkSession, config: Config, trigger: Trigger) ->
     other way is refused, since an additive stream cannot start on recomputed rows.
     """
     checkpoint = config.checkpoint(STREAM)
-    sources = _checkpoint_sources(checkpoint)
+    sources = source_count(checkpoint)
     if config.choice_setting(REVENUE_COUNTRY.name) == AT_PROCESSING:
         if sources == _AT_PURCHASE_SOURCES:
             table = config.table(GOLD)
