@@ -92,10 +92,12 @@ class Expected:
         return rows
 
 
-def expected_from(landing: Path, any_humidity: bool = False) -> Expected:
-    """Every file of ``landing/device_readings``, in name order (the order they landed)."""
+def expected_from(
+    landing: Path, any_humidity: bool = False, dataset: str = "device_readings"
+) -> Expected:
+    """Every file of ``landing/<dataset>``, in name order (the order they landed)."""
     expected = Expected()
-    for path in sorted((landing / "device_readings").glob("*.json")):
+    for path in sorted((landing / dataset).glob("*.json")):
         for line in path.read_text(encoding="utf-8").split("\n"):
             if not line.strip():
                 continue

@@ -1,6 +1,6 @@
 """The dashboards' views, declared once per pipeline (``Pipeline.views``): the same SQL feeds
-the pipeline's Lakeview dashboard in the bundle (``dashboards/<pipeline>.lvdash.json``,
-generated from the declarations) and its page of ``medallion dashboard``
+the pipeline's Lakeview dashboard in the bundle (``dashboard.lvdash.json`` in the pipeline's
+folder, generated from the declarations) and its page of ``medallion dashboard``
 (medallion/ops/dashboard.py), which runs it with DuckDB over the lake's Delta tables read by
 delta-rs: no JVM. Every pipeline's dashboard ends with its streams' health, from medallion's
 progress table.
@@ -13,14 +13,13 @@ also shows its expectations' failure rates, from the data-quality log.
 
 Regenerate the Lakeview files after changing a view::
 
-    python -m medallion.dashboards dashboards
+    python -m medallion.dashboards
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 from medallion.config import Config
 from medallion.declarations import Pipeline, View
-from medallion.pipelines import pipelines
+from medallion.pipelines import pipeline_folder, pipelines
 from medallion.sql_names import TableRef
 
 
@@ -193,9 +192,19 @@ def lakeview(pipeline: Pipeline) -> dict[str, Any]:
     }
 
 
-def lakeview_files() -> dict[str, dict[str, Any]]:
-    """Each dashboard's file name (``<pipeline>.lvdash.json``) and document."""
-    return {f"{p.name}.lvdash.json": lakeview(p) for p in dashboard_pipelines()}
+DASHBOARD_FILE = "dashboard.lvdash.json"
+
+
+def lakeview_files() -> dict[Path, dict[str, Any]]:
+    """Each dashboard's file, ``dashboard.lvdash.json`` in its pipeline's folder (beside the
+    ``dashboard.yml`` that deploys it), and its document; pipelines declared outside a
+    folder of their own have none."""
+    files = {}
+    for pipeline in dashboard_pipelines():
+        folder = pipeline_folder(pipeline.name)
+        if folder is not None:
+            files[folder / DASHBOARD_FILE] = lakeview(pipeline)
+    return files
 
 
 def _lines(sql: str) -> list[str]:
@@ -264,17 +273,15 @@ def pipelines_in_lake(lake: str) -> list[Pipeline]:
     ]
 
 
-def write_lakeview_files(folder: str | Path) -> list[Path]:
-    """Write every dashboard's ``.lvdash.json`` into ``folder``; the paths written."""
-    Path(folder).mkdir(parents=True, exist_ok=True)
+def write_lakeview_files() -> list[Path]:
+    """Write every dashboard's ``.lvdash.json`` beside its pipeline; the paths written."""
     written = []
-    for name, document in lakeview_files().items():
-        path = Path(folder) / name
+    for path, document in lakeview_files().items():
         path.write_text(json.dumps(document, indent=2) + "\n")
         written.append(path)
     return written
 
 
 if __name__ == "__main__":
-    for path in write_lakeview_files(sys.argv[1] if len(sys.argv) > 1 else "dashboards"):
-        print(path)
+    for written in write_lakeview_files():
+        print(written)

@@ -23,10 +23,19 @@ from medallion.bundle.resolve import (
 )
 from medallion.cli import main
 from medallion.layers import select_flows
-from medallion.pipelines import pipelines
+from medallion.pipelines import pipeline_folder, pipelines
 from medallion.task_params import TaskParams
 
-BUNDLE_FILES = [ROOT / "databricks.yml", *sorted((ROOT / "resources").glob("*.yml"))]
+# The bundle's files: what every pipeline shares in resources/, and each pipeline's own (its
+# jobs, its dashboard) in its package's folder.
+PIPELINE_FILES = sorted((ROOT / "src" / "medallion" / "pipelines").glob("*/*.yml"))
+BUNDLE_FILES = [
+    ROOT / "databricks.yml",
+    *sorted((ROOT / "resources").glob("*.yml")),
+    *PIPELINE_FILES,
+]
+# The artifact build's output, which every task installs.
+BUILT_WHEEL = ROOT / "dist" / "*.whl"
 
 
 def _jobs_by_pipeline() -> dict[str, tuple[str, ...]]:
@@ -52,7 +61,7 @@ def schema_errors(schema: dict, document: dict) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("path", BUNDLE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", BUNDLE_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_bundle_file_validates_against_the_official_schema(bundle_schema, path):
     document = yaml.safe_load(path.read_text())
     assert schema_errors(bundle_schema, document) == []
@@ -69,8 +78,8 @@ def test_the_bundle_includes_every_resource_file(bundle):
     }
 
 
-def test_a_misspelt_setting_fails_validation(bundle_schema):
-    document = yaml.safe_load((ROOT / "resources" / "medallion_pipeline.job.yml").read_text())
+def test_a_misspelt_setting_fails_validation(bundle, bundle_schema):
+    document = yaml.safe_load(bundle.job_sources["medallion_pipeline"].read_text())
     typo = copy.deepcopy(document)
     task = typo["resources"]["jobs"]["medallion_pipeline"]["tasks"][0]
     task["notebook_taskk"] = task.pop("notebook_task")
@@ -90,16 +99,22 @@ def test_every_notebook_a_task_names_exists_and_every_dependency_resolves(bundle
             assert len(set(order)) == len(order), f"{job.key}: duplicate task keys"
             for task in job.tasks:
                 if task.kind == "python_wheel_task":
-                    _assert_runs_the_wheel(job, task)
+                    _assert_runs_the_wheel(bundle, job, task)
                     continue
                 assert task.kind == "notebook_task", f"{job.key}.{task.key}"
                 assert task.notebook.is_file(), f"{job.key}.{task.key}: {task.notebook}"
                 for library in task.spec.get("libraries", []):
                     # The wheel exists after the artifact build: it must be that build's output.
-                    assert library == {"whl": "../dist/*.whl"}, library
+                    assert list(library) == ["whl"], library
+                    assert _from_job_file(bundle, job.key, library["whl"]) == BUILT_WHEEL
 
 
-def _assert_runs_the_wheel(job, task) -> None:
+def _from_job_file(bundle, job_key: str, relative: str) -> Path:
+    """A path a job's file gives, relative to that file, as the Databricks CLI reads it."""
+    return (bundle.job_sources[job_key].parent / relative).resolve()
+
+
+def _assert_runs_the_wheel(bundle, job, task) -> None:
     """A wheel task calls an entry point of this package's wheel, which its environment (the
     job's, by key) installs from the artifact build's output."""
     import tomllib
@@ -108,7 +123,8 @@ def _assert_runs_the_wheel(job, task) -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert wheel["package_name"] == "medallion" and wheel["entry_point"] in scripts
     environments = {e["environment_key"]: e["spec"] for e in job.spec["environments"]}
-    assert environments[task.spec["environment_key"]]["dependencies"] == ["../dist/*.whl"]
+    (dependency,) = environments[task.spec["environment_key"]]["dependencies"]
+    assert _from_job_file(bundle, job.key, dependency) == BUILT_WHEEL
 
 
 def test_the_wheel_artifact_is_built_with_standard_tooling(bundle):
@@ -234,19 +250,28 @@ def test_every_path_and_name_points_at_the_schema_the_deploy_creates(bundle, tar
         assert placed["dataset_schema"] == "${var.schema}"  # the same variable, unprefixed
 
 
+def placed_dashboards(bundle) -> dict[Path, dict]:
+    """Each dashboard resource by the file it deploys, a path relative to the bundle file that
+    declares it."""
+    return {
+        (path.parent / spec["file_path"]).resolve(): spec
+        for path, data in bundle.files.items()
+        for spec in ((data.get("resources") or {}).get("dashboards") or {}).values()
+    }
+
+
 def test_each_pipeline_with_views_is_a_dashboard_of_the_bundle_generated_from_them(bundle):
-    """One Lakeview dashboard per pipeline, its file exactly what its declared views make."""
+    """One Lakeview dashboard per pipeline, beside its package, its file exactly what its
+    declared views make."""
     import json
 
     from medallion.dashboards import dashboard_pipelines, lakeview
 
-    dashboards = declared_resources(bundle, "dashboards")
-    files = {Path(d["file_path"]).name: key for key, d in dashboards.items()}
-    names = {p.name for p in dashboard_pipelines()}
-    assert names == {"retail", "banking", "iot"}
-    assert set(files) == {f"{name}.lvdash.json" for name in names}
-    for pipeline in dashboard_pipelines():
-        path = ROOT / "dashboards" / f"{pipeline.name}.lvdash.json"
+    placed = placed_dashboards(bundle)
+    expected = {pipeline_folder(p.name) / "dashboard.lvdash.json": p for p in dashboard_pipelines()}
+    assert {"retail", "banking", "iot"} <= {p.name for p in expected.values()}
+    assert set(placed) == set(expected)
+    for path, pipeline in expected.items():
         committed = json.loads(path.read_text())
         assert committed == lakeview(pipeline), "regenerate: python -m medallion.dashboards"
         datasets = {d["name"] for d in committed["datasets"]}
@@ -254,17 +279,15 @@ def test_each_pipeline_with_views_is_a_dashboard_of_the_bundle_generated_from_th
         widgets = [item["widget"] for item in page["layout"]]
         used = {q["query"]["datasetName"] for w in widgets for q in w.get("queries", [])}
         assert used == datasets and "stream_health" in datasets
-        resource = dashboards[files[path.name]]
-        assert resource["file_path"] == f"../dashboards/{path.name}"
-        assert resource["warehouse_id"] == "${var.warehouse_id}"
-    banking = json.loads((ROOT / "dashboards" / "banking.lvdash.json").read_text())
+        assert placed[path]["warehouse_id"] == "${var.warehouse_id}"
+    banking = json.loads((pipeline_folder("banking") / "dashboard.lvdash.json").read_text())
     kinds = {
         w["widget"]["name"]: w["widget"]["spec"]["widgetType"]
         for w in banking["pages"][0]["layout"]
         if "spec" in w["widget"]
     }
     assert kinds["alert_queue"] == "table"
-    iot = json.loads((ROOT / "dashboards" / "iot.lvdash.json").read_text())
+    iot = json.loads((pipeline_folder("iot") / "dashboard.lvdash.json").read_text())
     chooser = [
         w["widget"] for w in iot["pages"][0]["layout"] if w["widget"]["name"].startswith("choose_")
     ]

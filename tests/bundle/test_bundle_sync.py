@@ -16,9 +16,10 @@ from medallion.bundle.resolve import Bundle
 
 # The workspace's import limit: 10 MiB.
 IMPORT_LIMIT_BYTES = 10 * 1024 * 1024
-# What the jobs read from the workspace: the package's source, the notebooks, the bundle's own
-# files and dashboards, and README.md, which pyproject.toml names.
-NEEDED = {"src", "notebooks", "resources", "dashboards", "databricks.yml", "pyproject.toml"}
+# What the jobs read from the workspace: the package's source (each pipeline's job and dashboard
+# files beside it), the notebooks, the bundle's shared files, and README.md, which
+# pyproject.toml names.
+NEEDED = {"src", "notebooks", "resources", "databricks.yml", "pyproject.toml"}
 ALSO_SYNCED = {"README.md", ".gitignore"}
 
 

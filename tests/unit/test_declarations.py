@@ -99,10 +99,14 @@ def test_a_view_reads_declared_tables_and_is_a_chart_or_a_table():
 
 
 def test_the_readme_lineage_is_the_one_the_declarations_give():
+    """The README draws the pipelines medallion documents, each exactly as its declaration
+    gives it; a pipeline added as a folder of its own needs no edit there."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split("```mermaid\n", 1)[1].split("```", 1)[0]
-    assert block == mermaid(pipelines())
-    for flow in all_flows():
+    shown = [p for p in pipelines() if f"  subgraph {p.name}\n" in block]
+    assert {"retail", "banking", "iot"} <= {p.name for p in shown}
+    assert block == mermaid(shown)
+    for flow in (f for p in shown for f in p.flows):
         assert f'|"{flow.name}' in block
 
 

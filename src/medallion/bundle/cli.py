@@ -46,7 +46,7 @@ def add_job_parser(subparsers: argparse._SubParsersAction) -> None:
     listing.add_argument("--target", default=LOCAL_TARGET, help="bundle target")
     add_output_argument(listing)
     run = actions.add_parser("run", help="run a job: its notebooks here, or a deployed job")
-    run.add_argument("job_key", help="the job's key in resources/*.yml")
+    run.add_argument("job_key", help="the job's key in the bundle (medallion job list)")
     run.add_argument(
         "--target",
         default=LOCAL_TARGET,

@@ -13,6 +13,8 @@ import importlib
 import os
 import pkgutil
 from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
 from medallion.declarations import Flow, Pipeline, Table, landing_datasets
@@ -25,6 +27,8 @@ T = TypeVar("T")
 
 EXTRA_PIPELINES_VARIABLE = "MEDALLION_PIPELINES"
 _REGISTERED: dict[str, Pipeline] = {}
+# The folder of the package that declares each discovered pipeline.
+_FOLDERS: dict[str, Path] = {}
 _discovered = False
 
 
@@ -57,10 +61,30 @@ def _discover() -> None:
     if not _discovered:
         _discovered = True
         for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
+            _note_folder(importlib.import_module(f"{__name__}.{module.name}"))
         for name in os.environ.get(EXTRA_PIPELINES_VARIABLE, "").split(","):
             if name.strip():
-                importlib.import_module(name.strip())
+                _note_folder(importlib.import_module(name.strip()))
+
+
+def _note_folder(module: ModuleType) -> None:
+    """Remember the folder of ``module`` for each pipeline it declares."""
+    if not getattr(module, "__file__", None):
+        return
+    for value in vars(module).values():
+        if isinstance(value, Pipeline):
+            _FOLDERS.setdefault(value.name, Path(module.__file__).resolve().parent)
+
+
+def pipeline_folder(name: str) -> Path | None:
+    """The folder of the package that declares the pipeline ``name``, which also holds its
+    bundle files (its jobs, its dashboard); None for a pipeline declared elsewhere (a test's).
+
+    >>> pipeline_folder("iot").name
+    'iot'
+    """
+    _discover()
+    return _FOLDERS.get(name)
 
 
 def unregister(name: str) -> None:
