@@ -26,6 +26,7 @@ from medallion.errors import ConfigError, PipelineError
 from medallion.ops.cli import OPS_COMMANDS, add_ops_parsers
 from medallion.pipelines import all_datasets
 from medallion.run_command import add_delta_source_arguments, cmd_run
+from medallion.run_options import flag_help, run_option
 from medallion.session import jvm_log
 from medallion.task_params import TOPIC_SUFFIX
 
@@ -114,9 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
         "  medallion run --landing in --lake lake --pipeline banking "
         "--set fraud_risk_score_above=0.9",
     )
-    add_landing_argument(run, help="folder where input files land (with --source files)")
-    add_lake_argument(run)
-    run.add_argument("--stream", action="store_true", help="keep running until SIGINT/SIGTERM")
+    add_landing_argument(run, help=f"{flag_help('--landing')} (with --source files)")
+    add_lake_argument(run, help=flag_help("--lake"))
+    run.add_argument(
+        "--stream",
+        action="store_true",
+        help="keep running until SIGINT/SIGTERM (processing_time; default: available_now)",
+    )
     run.add_argument(
         "--no-live",
         action="store_true",
@@ -126,24 +131,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval",
         type=POSITIVE_SECONDS,
         default=Config.trigger_interval_seconds,
-        help="with --stream: seconds between looks for new input while idle (a stream with "
-        "input runs its batches back to back)",
+        help=flag_help("--interval"),
     )
     run.add_argument(
         "--max-files-per-trigger",
         type=AT_LEAST_ONE,
         metavar="N",
-        help="landing files per micro-batch (default: about 384 MiB of files a batch)",
+        help=flag_help("--max-files-per-trigger"),
     )
     run.add_argument(
-        "--skip-missing-files",
-        action="store_true",
-        help="accept the loss of landed files deleted after they were listed: read the rest "
-        "and record each one in <lake>/_system/data_gaps",
+        "--skip-missing-files", action="store_true", help=flag_help("--skip-missing-files")
     )
-    run.add_argument("--source", choices=("files", "kafka"), default="files", help="bronze's input")
+    run.add_argument(
+        "--source",
+        choices=("files", "kafka"),
+        default=run_option("source").default,
+        help=flag_help("--source"),
+    )
     kafka = run.add_argument_group("Kafka source", "credentials: see docs/kafka.md")
-    kafka.add_argument("--kafka-bootstrap", metavar="HOST:PORT[,...]", help="bootstrap servers")
+    kafka.add_argument(
+        "--kafka-bootstrap", metavar="HOST:PORT[,...]", help=flag_help("--kafka-bootstrap")
+    )
     for dataset in all_datasets():  # --events-topic, --transactions-topic, ...
         kafka.add_argument(
             f"--{dataset.replace('_', '-')}-topic",
@@ -154,21 +162,22 @@ def build_parser() -> argparse.ArgumentParser:
         )
     kafka.add_argument(
         "--starting-offsets",
-        default="earliest",
-        help="where a new checkpoint starts: earliest, latest or JSON",
+        default=run_option("starting_offsets").default,
+        help=flag_help("--starting-offsets"),
     )
     kafka.add_argument(
         "--max-offsets-per-trigger",
         type=AT_LEAST_ONE,
         metavar="N",
-        help="records per micro-batch (default: 1,000,000)",
+        help=flag_help("--max-offsets-per-trigger"),
     )
-    kafka.add_argument("--kafka-secret-scope", help="Databricks secret scope of the credentials")
+    kafka.add_argument("--kafka-secret-scope", help=flag_help("--kafka-secret-scope"))
     kafka.add_argument(
         "--kafka-accept-data-loss",
         action="store_true",
         help="when records not read yet are gone (retention, a recreated topic), read what "
-        "remains instead of stopping, and record the lost offsets in <lake>/_system/data_gaps",
+        "remains instead of stopping, and record the lost offsets in <lake>/_system/data_gaps "
+        "(kafka_fail_on_data_loss=false)",
     )
     add_delta_source_arguments(run)
     add_pipeline_argument(run, default="every pipeline with input")

@@ -21,6 +21,7 @@ from medallion.config import Config, parse_settings
 from medallion.console import step
 from medallion.errors import ConfigError
 from medallion.pipelines import all_datasets
+from medallion.run_options import flag_help
 from medallion.session import get_spark, packages_for
 from medallion.source_options import DeltaSourceOptions, KafkaSourceOptions
 from medallion.task_params import TOPIC_SUFFIX
@@ -45,35 +46,35 @@ def add_delta_source_arguments(run: argparse.ArgumentParser) -> None:
         "--starting-version",
         type=starting_version,
         metavar="N|latest",
-        help="where a new checkpoint starts reading its source table (no initial snapshot)",
+        help=flag_help("--starting-version"),
     )
     start.add_argument(
         "--starting-timestamp",
         metavar="TIMESTAMP",
-        help="start a new checkpoint at the first commit at or after this time (ISO-8601)",
+        help=flag_help("--starting-timestamp"),
     )
     delta.add_argument(
         "--delta-max-files-per-trigger",
         type=AT_LEAST_ONE,
         metavar="N",
-        help="source files per micro-batch (Delta's default: 1000)",
+        help=flag_help("--delta-max-files-per-trigger"),
     )
     delta.add_argument(
         "--delta-max-bytes-per-trigger",
         type=byte_size,
         metavar="SIZE",
-        help="soft limit of source bytes per micro-batch, for example 512m",
+        help=flag_help("--delta-max-bytes-per-trigger"),
     )
     delta.add_argument(
         "--no-skip-change-commits",
         dest="skip_change_commits",
         action="store_false",
-        help="fail on an UPDATE, DELETE or MERGE upstream instead of skipping its commit",
+        help=flag_help("--no-skip-change-commits"),
     )
     delta.add_argument(
         "--with-event-time-order",
         action="store_true",
-        help="read the initial snapshot in event-time order (Databricks Runtime only)",
+        help=flag_help("--with-event-time-order"),
     )
 
 

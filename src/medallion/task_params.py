@@ -17,6 +17,7 @@ from medallion.bundle.resolve import Bundle, BundleError
 from medallion.config import Config, parse_pairs, parse_settings
 from medallion.errors import ConfigError
 from medallion.pipelines import all_datasets
+from medallion.run_options import parameter_default
 from medallion.session import session_kind
 from medallion.source_options import KafkaSourceOptions
 
@@ -35,36 +36,30 @@ class TaskParams:
     ('silver_events',)
     """
 
-    catalog: str = ""
-    schema: str = "medallion"
-    landing: str = ""
-    lake: str = ""
-    checkpoint_root: str = ""
-    file_source: str = "auto"
-    trigger: str = "available_now"
-    interval_seconds: str = "10"
-    max_files_per_trigger: str = ""
-    # The pipelines the task runs (comma-separated; medallion/pipelines), empty: all of them.
-    pipeline: str = ""
-    # Pipeline settings, NAME=VALUE comma-separated (``medallion pipelines`` lists them).
-    settings: str = ""
-    flows: str = ""
-    # Bronze's input: landing files, or Kafka topics (docs/kafka.md). The credentials are never
-    # parameters: they are read from the secret scope ``kafka_secret_scope`` names (on
-    # Databricks), else from MEDALLION_KAFKA_* environment variables.
-    source: str = "files"
-    kafka_bootstrap: str = ""
-    # The topics of datasets not read from the topic of their own name: DATASET=TOPIC,
-    # comma-separated. A parameter ``<dataset>_topic`` (events_topic=...) says the same.
-    topics: str = ""
-    starting_offsets: str = "earliest"
-    max_offsets_per_trigger: str = ""
-    kafka_secret_scope: str = ""
-    # "false" reads what remains when Kafka records not read yet are gone, and records the
-    # lost offsets in <lake>/_system/data_gaps (--kafka-accept-data-loss; docs/kafka.md).
-    kafka_fail_on_data_loss: str = "true"
-    # The group granted SELECT on the gold tables (Unity Catalog), empty for none.
-    readers: str = ""
+    # Each parameter is a run option (medallion/run_options.py): its meaning and default there.
+    catalog: str = parameter_default("catalog")
+    schema: str = parameter_default("schema")
+    landing: str = parameter_default("landing")
+    lake: str = parameter_default("lake")
+    checkpoint_root: str = parameter_default("checkpoint_root")
+    file_source: str = parameter_default("file_source")
+    trigger: str = parameter_default("trigger")
+    interval_seconds: str = parameter_default("interval_seconds")
+    max_files_per_trigger: str = parameter_default("max_files_per_trigger")
+    pipeline: str = parameter_default("pipeline")
+    settings: str = parameter_default("settings")
+    flows: str = parameter_default("flows")
+    # The Kafka credentials are never parameters: they are read from the secret scope
+    # ``kafka_secret_scope`` names (on Databricks), else from MEDALLION_KAFKA_* variables.
+    source: str = parameter_default("source")
+    kafka_bootstrap: str = parameter_default("kafka_bootstrap")
+    # A parameter ``<dataset>_topic`` (events_topic=...) joins ``topics`` (from_mapping).
+    topics: str = parameter_default("topics")
+    starting_offsets: str = parameter_default("starting_offsets")
+    max_offsets_per_trigger: str = parameter_default("max_offsets_per_trigger")
+    kafka_secret_scope: str = parameter_default("kafka_secret_scope")
+    kafka_fail_on_data_loss: str = parameter_default("kafka_fail_on_data_loss")
+    readers: str = parameter_default("readers")
 
     def __post_init__(self) -> None:
         if self.trigger not in TRIGGERS:
