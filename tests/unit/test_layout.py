@@ -1,6 +1,6 @@
 """The engine's shape (issue 31, docs/architecture.md): small modules, no import circle, no
-private name imported from another module, and imports at the top of a module unless one inside
-a function says why it is there."""
+private name imported from another module, imports at the top of a module unless one inside a
+function says why it is there, and each room importing only the rooms below it."""
 
 from __future__ import annotations
 
@@ -107,3 +107,77 @@ def test_no_import_circle_and_no_private_name_across_modules():
 
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+# The engine's rooms and what each may import (docs/architecture.md draws this): a room below
+# never imports one above it. The entry points (commands, notebooks' and job tasks' calls, the
+# dashboards) sit on top and may import every room.
+ENTRY_POINTS = {
+    "medallion.argtypes",
+    "medallion.bundle.cli",
+    "medallion.class_archive_training",
+    "medallion.cli",
+    "medallion.cli_arguments",
+    "medallion.cli_parser",
+    "medallion.dashboards",
+    "medallion.data_commands",
+    "medallion.explore",
+    "medallion.layers",
+    "medallion.ops.cli",
+    "medallion.ops.dashboard",
+    "medallion.ops.governance_cli",
+    "medallion.run_command",
+    "medallion.task_params",
+}
+MAY_IMPORT = {
+    "core": (),
+    "transforms": ("core",),
+    "streams": ("core", "transforms"),
+    "pipelines": ("core", "transforms", "streams"),
+    "bundle": ("core",),
+    "ops": ("core", "transforms", "streams", "bundle"),
+    "entry points": ("core", "transforms", "streams", "pipelines", "bundle", "ops"),
+}
+
+
+def room_of(module: str) -> str:
+    """The room of a module of the package: ``core`` is every top-level module that is not an
+    entry point, with the registry (``medallion.pipelines``); ``pipelines`` the pipelines'
+    packages."""
+    if module in ENTRY_POINTS:
+        return "entry points"
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "pipelines":
+        return "pipelines"
+    if len(parts) > 1 and parts[1] in ("transforms", "streams", "ops", "bundle"):
+        return parts[1]
+    return "core"
+
+
+def test_each_room_imports_only_the_rooms_it_may():
+    modules = {_module_name(p): p for p in MODULES}
+    crossing = []
+    for name, path in modules.items():
+        allowed = {room_of(name), *MAY_IMPORT[room_of(name)]}
+        for module, names in _imports(path):
+            for target in (module, *(f"{module}.{n}" for n in names)):
+                inside = target in modules and not name.startswith(f"{target}.")
+                if inside and room_of(target) not in allowed:
+                    crossing.append(f"{name} ({room_of(name)}) -> {target} ({room_of(target)})")
+    assert not crossing, crossing
+    assert {room_of(n) for n in modules} == set(MAY_IMPORT)
+
+
+def rooms_mermaid() -> str:
+    """The rooms and what each may import, as a Mermaid flowchart (top: the entry points)."""
+    ids = {room: room.replace(" ", "_") for room in MAY_IMPORT}
+    lines = ["flowchart TD"]
+    for room, below in MAY_IMPORT.items():
+        lines += [f'  {ids[room]}["{room}"] --> {ids[other]}["{other}"]' for other in below]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_architecture_page_draws_the_rooms_as_the_layout_rules_give_them():
+    page = (SOURCE.parents[1] / "docs" / "architecture.md").read_text()
+    block = page.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert block == rooms_mermaid()
