@@ -68,8 +68,9 @@ def _discover() -> None:
 
 
 def _note_folder(module: ModuleType) -> None:
-    """Remember the folder of ``module`` for each pipeline it declares."""
-    if not getattr(module, "__file__", None):
+    """Remember the folder of ``module``, a package, for each pipeline it declares (a pipeline
+    declared in a module of its own has no folder of its own)."""
+    if not getattr(module, "__path__", None) or not getattr(module, "__file__", None):
         return
     for value in vars(module).values():
         if isinstance(value, Pipeline):
