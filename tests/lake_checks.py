@@ -10,6 +10,7 @@ from oracle import Expected
 from pyspark.sql import Row, SparkSession
 
 from medallion.config import Config
+from medallion.deployment import tables_of
 from medallion.sql_names import TableRef
 from medallion.tables import in_lake, read_table, table_exists
 
@@ -35,7 +36,7 @@ def lake_snapshot(spark, config: Config, change_feeds: bool = True) -> dict:
     depend on how the input was split into commits.
     """
     tables = {}
-    for table in in_lake(spark, config).tables():
+    for table in tables_of(in_lake(spark, config)):
         if not table_exists(spark, table):
             continue
         columns, records = _read(table)

@@ -9,6 +9,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Config
+from medallion.deployment import table_of
 from medallion.errors import ConfigError
 from medallion.tables import history, table_exists
 
@@ -58,7 +59,7 @@ def read_changes(
         raise ChangeFeedError(
             "an end bound must be of the same kind as the start (version or timestamp)"
         )
-    table = config.table(table_key)
+    table = config.table(table_of(table_key).key)  # ConfigError for an unknown key
     if not table_exists(spark, table):
         raise ChangeFeedError(f"table {table.key} does not exist yet; run the pipeline first")
     commits = history(spark, table).select("version", "timestamp", "operationParameters").collect()

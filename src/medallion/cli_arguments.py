@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 
 from medallion.config import Config
+from medallion.deployment import checked, pipelines_of
 from medallion.errors import ConfigError
 from medallion.pipelines import pipelines
 
@@ -128,7 +129,8 @@ def lake_config(args: argparse.Namespace, **changes: object) -> Config:
     landing = os.path.abspath(getattr(args, "landing", None) or lake)
     names = tuple(getattr(args, "pipeline", None) or ())
     config = Config(landing=landing, lake=lake, pipelines=names, **changes)  # type: ignore[arg-type]
-    config.declared_pipelines()
+    checked(config)
+    pipelines_of(config)
     if not os.path.isdir(config.lake):
         raise ConfigError(f"no lake at {config.lake}")
     return config

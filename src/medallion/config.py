@@ -1,9 +1,13 @@
-"""One configuration object: where every table and checkpoint lives, and how streams run.
+"""One configuration value: where every table and checkpoint lives, and how streams run.
 
 Locally tables are path-based Delta tables under ``<lake>/<layer>/<table>`` and are also
 registered by name (``medallion.bronze_events``) in the session catalog. On Databricks the
 same tables are Unity Catalog names (``<catalog>.<schema>.bronze_events``) and checkpoints
 live under a Volume. Changing where a table lives touches this module only.
+
+A Config is a plain value: it knows no pipeline. What it means for the declared pipelines
+(the pipelines, tables and flows it covers, its settings' values, whether its settings and
+carried columns name declared ones) is medallion/deployment.py's.
 """
 
 from __future__ import annotations
@@ -11,13 +15,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal
 
+from medallion.declarations import LAYERS
 from medallion.errors import ConfigError
-from medallion.expectations import expectation_setting, expectations_of
-from medallion.pipeline_settings import AnySetting, ChoiceSetting, ColumnsSetting, Setting
-from medallion.pipelines import declared_contract, declared_setting, declared_table, pipelines
 from medallion.source_options import (
     DEFAULT_LANDING_MAX_BYTES_PER_TRIGGER,
     DeltaSourceOptions,
@@ -33,9 +34,6 @@ from medallion.sql_names import (
     quote_principal,
     validate_identifier,
 )
-
-if TYPE_CHECKING:
-    from medallion.declarations import Flow, Pipeline, Table
 
 FileSourceKind = Literal["files", "autoloader"]
 SourceKind = Literal["files", "kafka"]
@@ -68,9 +66,6 @@ def parse_settings(pairs: str | Sequence[str]) -> dict[str, str]:
     """Pipeline settings written ``NAME=VALUE`` (``--set``, the ``settings`` job parameter);
     an expectation's name is dotted: ``expect.events.revenue_not_negative=warn``."""
     return parse_pairs(pairs, "setting", dotted=True)
-
-
-_Kind = TypeVar("_Kind", Setting, ColumnsSetting, ChoiceSetting)
 
 
 @dataclass(frozen=True)
@@ -154,78 +149,15 @@ class Config:
         object.__setattr__(
             self,
             "carried_columns",
-            {key: self._carried(key, names) for key, names in self.carried_columns.items()},
+            {key: _carried_names(names) for key, names in self.carried_columns.items()},
         )
         names = (self.pipelines,) if isinstance(self.pipelines, str) else self.pipelines
         names = tuple(validate_identifier(n, "pipeline name") for n in names)
         object.__setattr__(self, "pipelines", tuple(dict.fromkeys(names)))
-        for name, value in self.settings.items():
-            target = expectation_setting(name)
-            if target is None:
-                self._declared_setting(name).parse(value)
-                continue
-            try:
-                contract = declared_contract(target[0])
-            except KeyError as error:
-                raise ConfigError(str(error.args[0])) from None
-            expectations_of(contract, {name: value})
-
-    def _carried(self, key: str, names: Sequence[str] | str) -> tuple[str, ...]:
-        """Validate the fields carried into ``key``: identifiers, none twice, none a column
-        the table declares or a metadata column."""
-        table = self._declared_table(key)
-        if not table.carries_input_fields:
-            raise ConfigError(f"table {key} takes no carried columns")
-        names = (names,) if isinstance(names, str) else tuple(names)
-        declared = {c.lower() for c in table.columns}
-        seen: set[str] = set()
-        for name in names:
-            lowered = validate_identifier(name, "carried column").lower()  # as Spark resolves
-            if lowered in seen:
-                raise ConfigError(f"carried column {name!r} is given twice")
-            if lowered in declared or lowered.startswith("_"):
-                raise ConfigError(f"carried column {name!r} is a column of {key} already")
-            seen.add(lowered)
-        return names
 
     def carried(self, key: str) -> tuple[str, ...]:
         """The input fields carried into the table ``key`` (empty unless some are asked for)."""
         return self.carried_columns.get(key, ())
-
-    def _declared_table(self, key: str) -> Table:
-        try:
-            return declared_table(key)
-        except KeyError as error:
-            raise ConfigError(str(error.args[0])) from None
-
-    def _declared_setting(self, name: str) -> AnySetting:
-        try:
-            return declared_setting(name)
-        except KeyError as error:
-            raise ConfigError(str(error.args[0])) from None
-
-    def _declared_kind(self, name: str, kind: type[_Kind], what: str) -> _Kind:
-        declared = self._declared_setting(name)
-        if not isinstance(declared, kind):
-            raise TypeError(f"setting {name} is not {what}")
-        return declared
-
-    def setting(self, name: str) -> Decimal:
-        """The value of a pipeline's number setting: the one given, else its declared default."""
-        declared = self._declared_kind(name, Setting, "a number")
-        given = self.settings.get(name)
-        return declared.default if given is None else declared.parse(given)
-
-    def columns_setting(self, name: str) -> tuple[str, ...]:
-        """The columns a pipeline's column setting chooses: those given, else every one."""
-        declared = self._declared_kind(name, ColumnsSetting, "a choice of columns")
-        return declared.parse(self.settings.get(name, ""))
-
-    def choice_setting(self, name: str) -> str:
-        """The choice a pipeline's choice setting makes: the one given, else its default."""
-        declared = self._declared_kind(name, ChoiceSetting, "a choice")
-        given = self.settings.get(name)
-        return declared.default if given is None else declared.parse(given)
 
     @property
     def uses_unity_catalog(self) -> bool:
@@ -241,9 +173,12 @@ class Config:
         return self.delta_source_overrides.get(stream_name, self.delta_source)
 
     def table(self, key: str) -> TableRef:
-        """The :class:`TableRef` of a declared table, for example ``table("silver/events")``."""
-        declared = self._declared_table(key)
-        layer, name = declared.layer, declared.name
+        """Where the table ``key`` (``<layer>/<name>``) lives, for example
+        ``table("silver/events")``; which tables a pipeline declares is the registry's."""
+        layer, _, name = key.partition("/")
+        if layer not in LAYERS or not name:
+            raise ConfigError(f"a table is <layer>/<name> with a layer of {LAYERS}, not {key!r}")
+        validate_identifier(name, "table")
         flat_name = flat_table_name(layer, name)
         if self.uses_unity_catalog:
             assert self.catalog is not None
@@ -270,21 +205,6 @@ class Config:
             quote_identifier(self.schema, flat_name),
         )
 
-    def declared_pipelines(self) -> list[Pipeline]:
-        """The pipelines this Config covers; :class:`ConfigError` for an unknown name."""
-        try:
-            return pipelines(self.pipelines)
-        except KeyError as error:
-            raise ConfigError(str(error.args[0])) from None
-
-    def tables(self) -> list[TableRef]:
-        """The tables of the pipelines this Config covers, each pipeline's upstream first."""
-        return [self.table(t.key) for p in self.declared_pipelines() for t in p.tables]
-
-    def flows(self) -> tuple[Flow, ...]:
-        """The flows of the pipelines this Config covers, each pipeline's upstream first."""
-        return tuple(f for p in self.declared_pipelines() for f in p.flows)
-
     def landing_dir(self, dataset: str) -> str:
         """The landing folder of one input dataset, ``<landing>/<dataset>``."""
         return path_under(self.landing, validate_identifier(dataset, "dataset"))
@@ -304,3 +224,9 @@ class Config:
         return (
             f"{self.checkpoints_folder}/_schemas/{validate_identifier(stream_name, 'stream name')}"
         )
+
+
+def _carried_names(names: Sequence[str] | str) -> tuple[str, ...]:
+    """The carried columns of one table, as a tuple of identifiers."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    return tuple(validate_identifier(n, "carried column") for n in names)

@@ -10,6 +10,7 @@ from medallion.bundle.workspace import generate_to_volume, needs_files_api
 from medallion.cli_arguments import lake_config, print_json
 from medallion.config import Config
 from medallion.console import plural
+from medallion.deployment import pipelines_of, tables_of
 from medallion.errors import ConfigError
 from medallion.generate import FaultRates
 from medallion.pipelines import all_datasets, declared_table, generate_input
@@ -53,7 +54,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
     # A history's feed is read only when named (Table.history).
     feeds = [
         t.key
-        for p in config.declared_pipelines()
+        for p in pipelines_of(config)
         for t in p.tables
         if t.change_data_feed and not t.history
     ]
@@ -102,7 +103,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     config = lake_config(args)
     spark = get_spark()
     shown = []
-    for table in config.tables():
+    for table in tables_of(config):
         if table.layer != args.layer or not table_exists(spark, table):
             continue
         df = read_table(spark, table)

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.declarations import Table
+from medallion.deployment import flows_of, tables_of
 from medallion.ops.quarantine import quarantine_tables
 from medallion.ops.status import backlog_count
 from medallion.sql_names import TableRef
@@ -59,7 +60,9 @@ def change_feed_enabled(spark: SparkSession, table: TableRef) -> bool:
 
 def change_feed_tables(spark: SparkSession, config: Config) -> list[TableRef]:
     """The tables of the lake that exist and record their Change Data Feed."""
-    return [t for t in config.tables() if table_exists(spark, t) and change_feed_enabled(spark, t)]
+    return [
+        t for t in tables_of(config) if table_exists(spark, t) and change_feed_enabled(spark, t)
+    ]
 
 
 def change_feed_start(spark: SparkSession, table: TableRef) -> int:
@@ -118,7 +121,7 @@ def stream_progress(spark: SparkSession, config: Config) -> DataFrame | None:
     """Where each stream stands, read from its checkpoint: batches committed, the last batch
     and when it committed, and the source offset it reached. None when no stream ran yet."""
     frames = []
-    for flow in config.flows():
+    for flow in flows_of(config):
         checkpoint = config.checkpoint(flow.name)
         try:
             commits = spark.read.format("text").load(f"{checkpoint}/commits")
@@ -189,7 +192,7 @@ def quarantine_reasons(spark: SparkSession, config: Config) -> DataFrame | None:
 def stream_backlog(spark: SparkSession, config: Config) -> list[tuple[str, int, str]]:
     """What each started stream has not read yet, now: ``(stream, count, "file" or
     "version")``, from its checkpoint (Kafka streams report theirs in their progress)."""
-    found = ((flow.name, backlog_count(spark, config, flow)) for flow in config.flows())
+    found = ((flow.name, backlog_count(spark, config, flow)) for flow in flows_of(config))
     return [(name, *count) for name, count in found if count is not None]
 
 

@@ -32,6 +32,7 @@ from medallion.argtypes import point_in_time
 from medallion.config import Config
 from medallion.console import plain
 from medallion.declarations import landing_datasets
+from medallion.deployment import flows_of
 from medallion.errors import ConfigError
 from medallion.ops.erase import erase_subject
 from medallion.ops.maintain import maintain as maintain_tables
@@ -112,7 +113,7 @@ def prepare_storage(
     # A local folder, or a volume through its FUSE mount on a Databricks cluster.
     local_files = volume_of(config.landing) is None or session_kind() == "databricks"
     if local_files and "://" not in config.landing:
-        for dataset in landing_datasets(config.flows()):
+        for dataset in landing_datasets(flows_of(config)):
             os.makedirs(config.landing_dir(dataset), exist_ok=True)
     if not tables:
         return
@@ -194,7 +195,7 @@ def combine_reports(reports: Sequence[RunReport]) -> RunReport:
 def run_task(params: TaskParams, layer: str | None, spark: SparkSession | None = None) -> RunReport:
     """Run what one task asks for: ``params.flows`` or, when empty, every flow of ``layer``."""
     config = params.config()
-    flows = select_flows(layer, params.flow_names, config.flows())
+    flows = select_flows(layer, params.flow_names, flows_of(config))
     spark = spark or get_spark(packages=packages_for(config))
     log.info("running %s (%s)", ", ".join(f.name for f in flows), params.trigger)
     return run_flows(spark, config, flows, stream=params.stream)

@@ -19,6 +19,7 @@ from medallion.argtypes import AT_LEAST_ONE, byte_size, starting_version
 from medallion.cli_arguments import carried_columns, print_json
 from medallion.config import Config, parse_settings
 from medallion.console import step
+from medallion.deployment import checked, pipelines_of
 from medallion.errors import ConfigError
 from medallion.pipelines import all_datasets
 from medallion.run_options import flag_help
@@ -148,7 +149,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         pipelines=tuple(args.pipeline),
         settings=parse_settings(args.settings),
     )
-    config.declared_pipelines()  # an unknown name is an error before Spark starts
+    checked(config)  # a misspelt setting or pipeline is an error before Spark starts
+    pipelines_of(config)
     stop = threading.Event()
     if args.stream:
         _install_stop_handlers(stop)

@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Config
 from medallion.delta_log import COMMIT_FILE, committed_version, latest_checksum
+from medallion.deployment import pipelines_of, tables_of
 from medallion.first_commit import write_first_commit
 from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
@@ -98,7 +99,7 @@ def pipelines_with_tables(spark: SparkSession, config: Config) -> list[str]:
     """The names of the Config's pipelines that have at least one table in the lake."""
     return [
         p.name
-        for p in config.declared_pipelines()
+        for p in pipelines_of(config)
         if any(table_exists(spark, config.table(t.key)) for t in p.tables)
     ]
 
@@ -262,7 +263,7 @@ def register_tables(spark: SparkSession, config: Config) -> None:
             spark.sql(f"CREATE TABLE {table.qualified_name} USING DELTA LOCATION {location}")
             registered[table.qualified_name] = table.path
 
-    in_parallel(register, config.tables(), "register")
+    in_parallel(register, tables_of(config), "register")
 
 
 def unregister_table(spark: SparkSession, table: TableRef) -> None:
@@ -287,7 +288,7 @@ def reader_grants(config: Config) -> list[str]:
     if not config.uses_unity_catalog or not config.readers:
         return []
     principal = quote_principal(config.readers)
-    gold = [t for t in config.tables() if t.layer == "gold"]
+    gold = [t for t in tables_of(config) if t.layer == "gold"]
     return [f"GRANT SELECT ON TABLE {t.qualified_name} TO {principal}" for t in gold]
 
 
@@ -305,7 +306,7 @@ def ensure_tables(
             spark.sql(
                 f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.catalog or '', config.schema)}"
             )
-        in_parallel(lambda table: create_table(spark, table), config.tables(), "create-table")
+        in_parallel(lambda table: create_table(spark, table), tables_of(config), "create-table")
         for table, columns, properties in (*more, quality_table_spec(config)):
             create_delta_table(spark, table, columns, properties)
         for statement in reader_grants(config):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 
 from medallion.bundle.resolve import Bundle, BundleError
 from medallion.config import Config, parse_pairs, parse_settings
+from medallion.deployment import checked
 from medallion.errors import ConfigError
 from medallion.pipelines import all_datasets
 from medallion.run_options import parameter_default
@@ -118,7 +119,7 @@ class TaskParams:
         fail_on_data_loss = true_or_false(
             "kafka_fail_on_data_loss", self.kafka_fail_on_data_loss, default=True
         )
-        return Config(
+        config = Config(
             pipelines=tuple(p.strip() for p in self.pipeline.split(",") if p.strip()),
             settings=parse_settings(self.settings),
             # The Kafka source reads no landing files; its Config still names a folder.
@@ -141,6 +142,7 @@ class TaskParams:
                 fail_on_data_loss=fail_on_data_loss,
             ),
         )
+        return checked(config)  # settings and carried columns against the declarations
 
 
 def _absolute(path: str) -> str:

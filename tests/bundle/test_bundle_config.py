@@ -22,6 +22,7 @@ from medallion.bundle.resolve import (
     task_parameters,
 )
 from medallion.cli import main
+from medallion.deployment import setting, tables_of
 from medallion.layers import select_flows
 from medallion.pipelines import pipeline_folder, pipelines
 from medallion.task_params import TaskParams
@@ -350,7 +351,7 @@ def test_every_pipeline_has_a_triggered_and_a_continuous_job(bundle):
     banking = TaskParams.from_mapping(
         task_parameters(jobs["medallion_banking"], jobs["medallion_banking"].tasks[1], {})
     ).config()
-    assert banking.setting("fraud_risk_score_above") == Decimal("0.8")
+    assert setting(banking, "fraud_risk_score_above") == Decimal("0.8")
     overridden = bundle.jobs(LOCAL_TARGET, overrides={"fraud_risk_score_above": "0.9"})
     silver = overridden["medallion_banking_stream"].tasks[1]
     assert "fraud_risk_score_above=0.9" in silver.base_parameters["settings"]
@@ -659,7 +660,7 @@ def test_prod_grants_what_each_principal_needs_and_readers_gold_alone(bundle):
     config = TaskParams.from_mapping(jobs["medallion_pipeline"].parameters).config()
     assert config.readers == "medallion-readers"
     statements = reader_grants(config)
-    gold = [t.qualified_name for t in config.tables() if t.layer == "gold"]
+    gold = [t.qualified_name for t in tables_of(config) if t.layer == "gold"]
     assert statements == [f"GRANT SELECT ON TABLE {t} TO `medallion-readers`" for t in gold]
     assert gold and all("`gold_" in t for t in gold)
     local = Config(landing="/l", lake="/l", readers="medallion-readers")

@@ -14,6 +14,7 @@ from oracle import expected_from, read_lines
 from quality_oracle import event_rules_broken
 
 from medallion.config import Config, parse_settings
+from medallion.deployment import checked
 from medallion.errors import ConfigError, PipelineError
 from medallion.generate import FaultRates
 from medallion.pipelines.retail.generator import generate
@@ -213,7 +214,7 @@ def test_fail_stops_the_stream_before_its_batch_writes_then_a_threshold_lets_it_
 )
 def test_a_wrong_expectation_setting_is_refused_with_what_is_wrong(setting, complaint):
     with pytest.raises(ConfigError, match=re.escape(complaint)):
-        Config(landing="/tmp/landing", lake="/tmp/lake", settings=parse_settings(setting))
+        checked(Config(landing="/tmp/landing", lake="/tmp/lake", settings=parse_settings(setting)))
     job = {"landing": "/tmp/landing", "lake": "/tmp/lake", "settings": setting}
     with pytest.raises(ConfigError, match=re.escape(complaint)):
         TaskParams.from_mapping(job).config()

@@ -9,6 +9,7 @@ from deltalake import DeltaTable
 from lake_checks import plain_value
 
 from medallion.config import Config
+from medallion.deployment import tables_of
 from medallion.tables import read_table
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
@@ -18,7 +19,7 @@ def test_delta_rs_reads_every_table_with_the_same_rows(spark, reference_lake):
     # Every pipeline's input, so every declared table is written; customer updates and
     # deletes too.
     config = Config(landing=str(reference_lake / "landing"), lake=str(reference_lake / "lake"))
-    for table in config.tables():
+    for table in tables_of(config):
         spark_df = read_table(spark, table)
         columns = spark_df.columns
         from_spark = Counter(tuple(plain_value(v) for v in row) for row in spark_df.collect())

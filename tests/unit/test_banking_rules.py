@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 
 from medallion.config import Config, parse_settings
+from medallion.deployment import checked, setting
 from medallion.errors import ConfigError
 from medallion.pipelines.banking.contract import validate_account_changes, validate_transactions
 from medallion.pipelines.banking.transforms import AlertRules, screen
@@ -126,15 +127,15 @@ def test_settings_are_checked_when_the_configuration_is_made(tmp_path):
     lake = str(tmp_path)
     assert parse_settings(["fraud_risk_score_above=0.9"]) == {"fraud_risk_score_above": "0.9"}
     config = Config(landing=lake, lake=lake, settings={"fraud_average_multiple": "7.5"})
-    assert config.setting("fraud_average_multiple") == Decimal("7.5")
-    assert config.setting("fraud_new_account_amount") == Decimal(1000)  # the default
+    assert setting(config, "fraud_average_multiple") == Decimal("7.5")
+    assert setting(config, "fraud_new_account_amount") == Decimal(1000)  # the default
     for settings, message in (
         ({"fraud_average_multipel": "7"}, "unknown setting 'fraud_average_multipel'"),
         ({"fraud_average_multiple": "lots"}, "must be a number"),
         ({"fraud_average_multiple": "-1"}, "must be a number >= 0"),
     ):
         with pytest.raises(ConfigError, match=message):
-            Config(landing=lake, lake=lake, settings=settings)
+            checked(Config(landing=lake, lake=lake, settings=settings))
     with pytest.raises(ConfigError, match="NAME=VALUE"):
         parse_settings("fraud_average_multiple")
     half_days = Config(landing=lake, lake=lake, settings={"fraud_new_account_days": "2.5"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from medallion.config import Config
+from medallion.deployment import checked, choice_setting, setting, table_of
 from medallion.errors import ConfigError
 from medallion.source_options import DeltaSourceOptions
 from medallion.sql_names import validate_identifier
@@ -48,7 +49,11 @@ def test_a_readers_principal_that_could_break_out_of_its_quotes_is_refused(bad):
 
 def test_unknown_table_is_a_clear_error():
     with pytest.raises(ConfigError, match="unknown table 'silver/nope'"):
-        Config(landing="/l", lake="/k").table("silver/nope")
+        table_of("silver/nope")
+    # Where a table lives needs no declaration; a key that names no layer is refused.
+    assert Config(landing="/l", lake="/k").table("silver/nope").path == "/k/silver/nope"
+    with pytest.raises(ConfigError, match="<layer>/<name>"):
+        Config(landing="/l", lake="/k").table("platinum/events")
 
 
 def test_delta_source_options():
@@ -67,29 +72,29 @@ def test_delta_source_options():
 
 def test_a_choice_setting_defaults_to_its_first_choice_and_refuses_any_other():
     config = Config(landing="/l", lake="/k")
-    assert config.choice_setting("revenue_country") == "at_purchase"
+    assert choice_setting(config, "revenue_country") == "at_purchase"
     chosen = config.with_options(settings={"revenue_country": " at_processing "})
-    assert chosen.choice_setting("revenue_country") == "at_processing"
+    assert choice_setting(chosen, "revenue_country") == "at_processing"
     with pytest.raises(ConfigError, match="revenue_country is one of at_purchase, at_processing"):
-        Config(landing="/l", lake="/k", settings={"revenue_country": "at_billing"})
+        checked(Config(landing="/l", lake="/k", settings={"revenue_country": "at_billing"}))
     with pytest.raises(TypeError, match="not a choice"):
-        config.choice_setting("fraud_risk_score_above")
+        choice_setting(config, "fraud_risk_score_above")
 
 
 def test_a_columns_setting_takes_some_of_its_columns_joined_by_plus_and_refuses_others():
     from medallion.pipeline_settings import ColumnsSetting
 
-    setting = ColumnsSetting("tracked", ("name", "email", "country"), "which columns")
-    assert setting.default == "name+email+country"
-    assert setting.parse("country+name") == ("name", "country")  # in declared order
-    assert setting.parse(" country name ") == ("name", "country")
-    assert setting.parse("") == ("name", "email", "country")  # empty: every column
+    tracked = ColumnsSetting("tracked", ("name", "email", "country"), "which columns")
+    assert tracked.default == "name+email+country"
+    assert tracked.parse("country+name") == ("name", "country")  # in declared order
+    assert tracked.parse(" country name ") == ("name", "country")
+    assert tracked.parse("") == ("name", "email", "country")  # empty: every column
     with pytest.raises(ConfigError, match="names no column 'colour': choose among name, email"):
-        setting.parse("country+colour")
+        tracked.parse("country+colour")
     with pytest.raises(ConfigError, match="setting name"):
         ColumnsSetting("not a name", ("a",), "")
     # A number setting read as a number; asking a columns setting for one is a bug.
     config = Config(landing="/l", lake="/k", settings={"fraud_risk_score_above": "0.5"})
-    assert str(config.setting("fraud_risk_score_above")) == "0.5"
+    assert str(setting(config, "fraud_risk_score_above")) == "0.5"
     with pytest.raises(ConfigError, match="fraud_new_account_days must be a number"):
-        Config(landing="/l", lake="/k", settings={"fraud_new_account_days": "soon"})
+        checked(Config(landing="/l", lake="/k", settings={"fraud_new_account_days": "soon"}))

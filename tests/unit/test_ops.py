@@ -14,6 +14,7 @@ from pyspark.sql.types import DecimalType, StringType, StructField, StructType
 
 from medallion.config import Config
 from medallion.conflicts import is_write_conflict, retry_on_conflict
+from medallion.deployment import checked, tables_of
 from medallion.errors import ConfigError
 from medallion.ops.lineage import downstream, stream_readers
 from medallion.ops.maintain import interval_hours
@@ -69,7 +70,7 @@ def test_reset_plans_cover_downstream_and_bronze_rebuilds_everything(tmp_path):
         "gold_daily_revenue_by_country",
     )
     assert "input removed since it was ingested is lost for good" in bronze.describe()
-    assert len(plan_reset(config, "bronze").tables) == len(config.tables())
+    assert len(plan_reset(config, "bronze").tables) == len(tables_of(config))
     with pytest.raises(ConfigError, match="cannot reset layer 'landing'"):
         plan_reset(config, "landing")
     with pytest.raises(ConfigError, match="not in layer"):
@@ -82,13 +83,13 @@ def test_carried_columns_are_validated():
     assert cfg.carried("silver/transactions") == ()
     for bad, why in (("drop table", "invalid"), ("Revenue", "already"), ("_raw", "already")):
         with pytest.raises(ConfigError, match=why):
-            Config(landing="/l", lake="/k", carried_columns={"silver/events": (bad,)})
+            checked(Config(landing="/l", lake="/k", carried_columns={"silver/events": (bad,)}))
     with pytest.raises(ConfigError, match="twice"):
-        Config(landing="/l", lake="/k", carried_columns={"silver/events": ("a", "A")})
+        checked(Config(landing="/l", lake="/k", carried_columns={"silver/events": ("a", "A")}))
     with pytest.raises(ConfigError, match="takes no carried columns"):
-        Config(landing="/l", lake="/k", carried_columns={"gold/fraud_alerts": ("a",)})
+        checked(Config(landing="/l", lake="/k", carried_columns={"gold/fraud_alerts": ("a",)}))
     with pytest.raises(ConfigError, match="unknown table"):
-        Config(landing="/l", lake="/k", carried_columns={"silver/nothing": ("a",)})
+        checked(Config(landing="/l", lake="/k", carried_columns={"silver/nothing": ("a",)}))
     with pytest.raises(ConfigError, match="downtime"):
         Config(landing="/l", lake="/k", max_stream_downtime_hours=0)
 

@@ -30,6 +30,7 @@ from medallion.cli_arguments import (
 )
 from medallion.console import error, show
 from medallion.declarations import LAYERS
+from medallion.deployment import tables_of
 from medallion.errors import ConfigError
 from medallion.ops.dashboard import serve
 from medallion.ops.doctor import render, run_checks
@@ -187,7 +188,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
     config = lake_config(args)
     spark = get_spark()
     register_tables(spark, config)
-    names = [t.qualified_name.replace("`", "") for t in config.tables() if table_exists(spark, t)]
+    names = [t.qualified_name.replace("`", "") for t in tables_of(config) if table_exists(spark, t)]
     print(
         f"medallion shell: `spark` (Spark {spark.version}) and `config` for {config.lake}; "
         f"tables: {', '.join(names) or 'none yet'}"

@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from medallion.config import Config
 from medallion.declarations import Pipeline, QuarantineReplay, Table
 from medallion.delta_log import commit_actions, commit_info, commit_tags, committed_version
+from medallion.deployment import pipelines_of
 from medallion.erasure_log import (
     DELETED,
     ERASURES_SCHEMA,
@@ -125,7 +126,7 @@ def erase_subject(
     (docs/governance.md: when the rows are gone from time travel and from storage)."""
     if not subject.strip() or len(subject) > 1000 or not subject.isprintable():
         raise ConfigError("the subject's id must be printable text of 1 to 1000 characters")
-    chosen = [p for p in config.declared_pipelines() if p.subjects is not None]
+    chosen = [p for p in pipelines_of(config) if p.subjects is not None]
     if not chosen:
         raise ConfigError("none of the chosen pipelines declares data subjects")
     config = config.with_options(pipelines=tuple(p.name for p in chosen))

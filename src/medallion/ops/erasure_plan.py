@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.deployment import pipelines_of
 from medallion.subjects import Subjects, subject_rows
 from medallion.tables import read_table, table_exists
 
@@ -41,7 +42,7 @@ def erasure_plan(spark: SparkSession, config: Config, subject: str) -> list[Tabl
     if not subject:
         raise ValueError("the subject's id is empty")
     plan = []
-    for pipeline in config.declared_pipelines():
+    for pipeline in pipelines_of(config):
         subjects = pipeline.subjects
         if subjects is None:
             continue

@@ -35,6 +35,7 @@ from medallion import console
 from medallion.config import Config
 from medallion.conflicts import is_write_conflict, retry_on_conflict
 from medallion.declarations import Maintenance
+from medallion.deployment import tables_of
 from medallion.errors import ConfigError
 from medallion.ops.stream_lag import stream_lags
 from medallion.pipelines import all_tables
@@ -117,7 +118,7 @@ def retention_for(key: str, hours: float) -> float:
 def maintained_tables(config: Config, only: Sequence[str] = ()) -> list[TableRef]:
     """The tables to maintain: ``only`` (keys), or every table of the Config's pipelines and
     the progress and data-quality logs."""
-    known = [*(t.key for t in config.tables()), PROGRESS_TABLE_KEY, QUALITY_TABLE_KEY]
+    known = [*(t.key for t in tables_of(config)), PROGRESS_TABLE_KEY, QUALITY_TABLE_KEY]
     for key in only:
         if key not in known:
             raise ConfigError(f"unknown table {key!r}; known tables: {', '.join(known)}")

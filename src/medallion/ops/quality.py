@@ -12,6 +12,7 @@ from rich.table import Table
 
 from medallion.config import Config
 from medallion.console import table
+from medallion.deployment import pipelines_of
 from medallion.quality_log import quality_table
 from medallion.tables import read_table, table_exists
 
@@ -26,7 +27,7 @@ def failure_rates(
     checked and failed in the last 24 hours and in all, and the failure rate of each, with
     the action of its latest batch. One Spark job."""
     log = quality_table(config)
-    datasets = [c.dataset for p in config.declared_pipelines() for c in p.contracts]
+    datasets = [c.dataset for p in pipelines_of(config) for c in p.contracts]
     if not datasets or not table_exists(spark, log):
         return []
     since = (now or datetime.now(timezone.utc)) - RECENT

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from medallion import console
 from medallion.config import Config
+from medallion.deployment import tables_of
 from medallion.pipelines import declared_table
 from medallion.sql_names import TableRef
 from medallion.tables import read_table, table_exists
@@ -57,7 +58,7 @@ def quarantine_tables(spark: SparkSession, config: Config) -> list[TableRef]:
     """The quarantine tables of ``config``'s pipelines that exist in the lake."""
     return [
         table
-        for table in config.tables()
+        for table in tables_of(config)
         if declared_table(table.key).quarantine and table_exists(spark, table)
     ]
 

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from medallion.config import Config
 from medallion.conflicts import retry_on_conflict
 from medallion.declarations import Flow, Pipeline, QuarantineReplay, Table
+from medallion.deployment import checked, pipelines_of
 from medallion.expectations import expectation_setting, expectations_of
 from medallion.faults import pause_point
 from medallion.locks import stream_locks
@@ -124,7 +125,7 @@ def replay_quarantines(
     it) and that were ingested at or after ``since`` (naive: UTC). Raises
     :class:`~medallion.locks.LockHeld` while a stream that writes what a replay writes runs."""
     results = []
-    for pipeline in config.declared_pipelines():
+    for pipeline in pipelines_of(config):
         for replay in pipeline.replays:
             if table_exists(spark, config.table(replay.quarantine.key)):
                 job = _Replay(spark, config, pipeline, replay)
@@ -163,7 +164,7 @@ class _Replay:
     def _use_settings(self, settings: dict[str, str]) -> None:
         """Validate and promote with ``settings``: those of a new replay, or those an
         interrupted replay was planned with (its records passed by them)."""
-        self.config = self.config.with_options(settings=settings)
+        self.config = checked(self.config.with_options(settings=settings))
         self.settings = json.dumps(dict(sorted(self._expectation_settings(settings).items())))
         self.expectations = expectations_of(declared_contract(self.replay.dataset), settings)
 

@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Config
 from medallion.declarations import LAYERS
+from medallion.deployment import table_of, tables_of
 from medallion.errors import ConfigError
 from medallion.locks import stream_locks
 from medallion.ops.lineage import downstream
@@ -58,9 +59,9 @@ def plan_reset(config: Config, layer: str, table: str | None = None) -> ResetPla
     """The tables and checkpoints to delete to rebuild ``layer`` (or one of its tables)."""
     if layer not in RESETTABLE_LAYERS:
         raise ConfigError(f"cannot reset layer {layer!r}: use {', '.join(RESETTABLE_LAYERS)}")
-    refs = config.tables()
+    refs = tables_of(config)
     if table is not None:
-        chosen = [config.table(table)]  # raises ConfigError for an unknown key
+        chosen = [config.table(table_of(table).key)]  # ConfigError for an unknown key
         if chosen[0].layer != layer:
             raise ConfigError(f"table {table!r} is not in layer {layer!r}")
     else:

@@ -27,6 +27,7 @@ from rich.console import Group, RenderableType
 from medallion.config import Config
 from medallion.console import plural, table
 from medallion.delta_log import commit_actions, commit_info, commit_timestamp, committed_version
+from medallion.deployment import flows_of, tables_of
 from medallion.gaps import describe_gap, gaps_table, recorded_gaps
 from medallion.ops.quality import failure_rates, render_rates
 from medallion.ops.stream_lag import StreamLag, stream_lags
@@ -194,13 +195,13 @@ def stream_status(
 
 def lake_status(spark: SparkSession, config: Config, landing: str | None = None) -> dict[str, Any]:
     """Everything ``medallion status`` shows, as plain data (what ``--json`` prints)."""
-    tables = [*config.tables(), progress_table(config), quality_table(config)]
+    tables = [*tables_of(config), progress_table(config), quality_table(config)]
     progress = _last_progress(spark, config)
     gaps = recorded_gaps(spark, config)
     return {
         "lake": config.lake,
         "tables": [table_status(spark, t) for t in tables],
-        "streams": [stream_status(spark, config, f, landing, progress) for f in config.flows()],
+        "streams": [stream_status(spark, config, f, landing, progress) for f in flows_of(config)],
         "data_gaps": len(gaps),
         "gaps_table": gaps_table(config).key,
         "latest_gaps": [describe_gap(gap) for gap in gaps[-5:]],

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.deployment import columns_setting
 from medallion.pipeline_settings import ColumnsSetting
 from medallion.sql_names import TableRef
 from medallion.streams.exactly_once import BatchWrites
@@ -83,7 +84,7 @@ class KeptHistory:
 
     def of(self, config: Config, records: ChangeRecords) -> HistoryTarget:
         """This history in ``config``'s lake."""
-        history = History(records, config.columns_setting(self.tracked_setting))
+        history = History(records, columns_setting(config, self.tracked_setting))
         return HistoryTarget(config.table(self.table_key), history, config.table(self.source_key))
 
 

@@ -15,6 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.compaction import BackgroundCompactor
 from medallion.config import Config
 from medallion.console import step
+from medallion.deployment import pipelines_of
 from medallion.locks import StreamLocks
 from medallion.sql_names import TableRef
 from medallion.streams.flows import Flow
@@ -54,9 +55,7 @@ class ContinuousQueries:
         self._written, self._start, self._locks = written, start, locks
         names = {f.name for f in self.flows}
         self._requests = [
-            pause_request(p.name)
-            for p in config.declared_pipelines()
-            if names & {f.name for f in p.flows}
+            pause_request(p.name) for p in pipelines_of(config) if names & {f.name for f in p.flows}
         ]
         self.running: list[tuple[Flow, StreamingQuery]] = []
         self._paused: list[tuple[Flow, StreamingQuery]] = []  # stopped for a pause

@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Config
 from medallion.declarations import Pipeline, landing_datasets
+from medallion.deployment import flows_of, pipelines_of
 from medallion.pipelines import owners
 from medallion.storage import folder_exists
 from medallion.streams.flows import Flow
@@ -26,7 +27,7 @@ def with_input(spark: SparkSession, config: Config) -> Config | None:
     no pipeline has either."""
     if config.pipelines:
         return config
-    declared = config.declared_pipelines()
+    declared = pipelines_of(config)
     chosen = pipelines_with_tables(spark, config)
     if config.source == "files":
         chosen += [p.name for p in declared if _has_landing(spark, config, p)]
@@ -49,7 +50,7 @@ def chosen_flows(
             config = config.with_options(pipelines=declaring)
         return config, flows
     narrowed = with_input(spark, config)
-    return None if narrowed is None else (narrowed, narrowed.flows())
+    return None if narrowed is None else (narrowed, flows_of(narrowed))
 
 
 def _has_landing(spark: SparkSession, config: Config, pipeline: Pipeline) -> bool:
@@ -64,7 +65,7 @@ def _has_records(spark: SparkSession, config: Config, pipeline: Pipeline) -> boo
 
 def nothing_to_run(config: Config) -> RunReport:
     """An empty report, after one warning that says where input was looked for."""
-    datasets = landing_datasets(config.flows())
+    datasets = landing_datasets(flows_of(config))
     if config.source == "kafka":
         where = f"records in its topics ({', '.join(config.kafka.topic(d) for d in datasets)})"
     else:

@@ -13,6 +13,7 @@ from medallion.config import Config
 from medallion.console import plain
 from medallion.console import table as summary_table
 from medallion.delta_log import commit_infos
+from medallion.deployment import flows_of, tables_of
 from medallion.parallel import in_parallel
 from medallion.streams.flows import Flow, fusion_head
 from medallion.tables import history, row_count, table_version
@@ -67,7 +68,7 @@ SUMMARY_COUNTS = ("rows in", "rows out", "quarantined", "total rows")
 def table_versions(spark: SparkSession, config: Config) -> dict[str, int]:
     """The current version of every table (they exist: the run made sure), from the
     Delta logs' listings where the tables are paths."""
-    tables = config.tables()
+    tables = tables_of(config)
     latest = in_parallel(lambda table: table_version(spark, table) or 0, tables, "versions")
     return {table.key: version for table, version in zip(tables, latest, strict=True)}
 
@@ -117,7 +118,7 @@ def summarize(
         result.total_rows = row_count(spark, config.table(key))
         return result
 
-    flows = config.flows()
+    flows = flows_of(config)
     report.tables = in_parallel(
         summary, [(flow, key) for flow in flows for key in flow.writes], "summary"
     )

@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.delta_log import commit_actions, committed_version
+from medallion.deployment import pipelines_of
 from medallion.erasure_log import without_erased
 from medallion.source_options import DeltaSourceOptions
 from medallion.sql_names import TableRef
@@ -98,7 +99,7 @@ def input_lines(spark: SparkSession, config: Config, dataset: str) -> DataFrame:
         lines = kafka_lines(spark, config, dataset)
     else:
         lines = landing_lines(spark, config, dataset)
-    if any(p.subjects and dataset in p.subjects.columns for p in config.declared_pipelines()):
+    if any(p.subjects and dataset in p.subjects.columns for p in pipelines_of(config)):
         lines = without_erased(spark, config, dataset, lines)  # erased stays erased
     return lines
 

@@ -19,6 +19,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.deployment import setting
 from medallion.errors import ConfigError
 from medallion.json_columns import MONEY_SUM_TYPE
 from medallion.pipelines.banking.contract import TRANSACTION_COLUMNS
@@ -56,14 +57,14 @@ class AlertRules:
 
     @classmethod
     def from_config(cls, config: Config) -> AlertRules:
-        days = config.setting("fraud_new_account_days")
+        days = setting(config, "fraud_new_account_days")
         if days != days.to_integral_value():
             raise ConfigError(f"setting fraud_new_account_days must be whole days, not {days}")
         return cls(
-            config.setting("fraud_average_multiple"),
-            config.setting("fraud_risk_score_above"),
+            setting(config, "fraud_average_multiple"),
+            setting(config, "fraud_risk_score_above"),
             days,
-            config.setting("fraud_new_account_amount"),
+            setting(config, "fraud_new_account_amount"),
         )
 
     def reasons(self) -> list[tuple[str, Column]]:

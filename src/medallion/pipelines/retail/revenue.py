@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
+from medallion.deployment import choice_setting
 from medallion.errors import PipelineError
 from medallion.faults import pause_point
 from medallion.pipeline_settings import ChoiceSetting
@@ -95,7 +96,7 @@ def revenue_at_purchase(spark: SparkSession, config: Config, events: DataFrame) 
 def revenue_of(spark: SparkSession, config: Config, events: DataFrame) -> DataFrame:
     """Gold's revenue rows of ``events``' purchases, under the country the setting
     ``revenue_country`` chooses (an erasure's recompute: medallion/subjects.py)."""
-    if config.choice_setting(REVENUE_COUNTRY.name) == AT_PROCESSING:
+    if choice_setting(config, REVENUE_COUNTRY.name) == AT_PROCESSING:
         return revenue_at_processing(spark, config, events)
     return revenue_at_purchase(spark, config, events)
 
@@ -219,7 +220,7 @@ def start_gold_revenue(spark: SparkSession, config: Config, trigger: Trigger) ->
     """
     checkpoint = config.checkpoint(STREAM)
     sources = source_count(checkpoint)
-    if config.choice_setting(REVENUE_COUNTRY.name) == AT_PROCESSING:
+    if choice_setting(config, REVENUE_COUNTRY.name) == AT_PROCESSING:
         if sources == _AT_PURCHASE_SOURCES:
             table = config.table(GOLD)
             raise PipelineError(
