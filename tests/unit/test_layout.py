@@ -181,3 +181,12 @@ def test_the_architecture_page_draws_the_rooms_as_the_layout_rules_give_them():
     page = (SOURCE.parents[1] / "docs" / "architecture.md").read_text()
     block = page.split("```mermaid\n", 1)[1].split("```", 1)[0]
     assert block == rooms_mermaid()
+
+
+def test_config_is_a_plain_value_that_knows_no_pipeline():
+    """Where things live and how streams run, with no lookup into the registry: what a Config
+    means for the pipelines is medallion/deployment.py's."""
+    imported = {module for module, _ in _imports(SOURCE / "config.py")}
+    registry = {"medallion.pipelines", "medallion.deployment", "medallion.expectations"}
+    assert not imported & registry, imported & registry
+    assert not {m for m in imported if m.startswith("medallion.pipelines.")}
