@@ -155,6 +155,10 @@ class Flow:
     ``min_interval_seconds`` is the shortest trigger interval it takes when streaming: a flow
     whose freshness matters less than the CPU it would take from the others polls less often.
 
+    ``start(spark, config, flow, trigger)`` starts its stream, given the flow itself: its name
+    (its checkpoint), source and tables come from here, never spelled again (a flow that
+    ``fuses`` others also takes ``fused=``, the names of those it carries).
+
     ``batch`` is the batch factory of a flow that hands each micro-batch of its Delta source to
     a ``foreachBatch`` function: ``batch(config, checkpoint, stream=None)`` makes the function
     (``stream`` names another writer that runs it, such as a quarantine replay). Such a flow

@@ -47,11 +47,16 @@ LATEST = Table(
 )
 
 
-def start_readings(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    lines = input_lines(spark, config, "meter_readings")
-    name = "bronze_meter_readings"
+def start_readings(
+    spark: SparkSession, config: Config, flow: Flow, trigger: Trigger
+) -> StreamingQuery:
+    """A start function of its own (the engine's ``start_bronze_append`` does the same): its
+    name, dataset and table come from its declaration, ``flow``."""
+    lines = input_lines(spark, config, flow.source.dataset)
+    (table,) = flow.outputs
+    name = flow.name
     return start_append(
-        to_bronze(lines, FIELDS), config.table(READINGS.key), config.checkpoint(name), trigger, name
+        to_bronze(lines, FIELDS), config.table(table.key), config.checkpoint(name), trigger, name
     )
 
 
@@ -78,9 +83,11 @@ latest_batch = merging_batches(
 )
 
 
-def start_latest(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+def start_latest(
+    spark: SparkSession, config: Config, flow: Flow, trigger: Trigger
+) -> StreamingQuery:
     return start_delta_foreach_batch(
-        spark, config, trigger, "gold_meter_latest", READINGS.key, latest_batch
+        spark, config, trigger, flow.name, flow.source.key, latest_batch
     )
 
 

@@ -12,11 +12,13 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.conflicts import retry_on_conflict
-from medallion.declarations import Flow, Table
+from medallion.contracts import FieldRule
+from medallion.declarations import Flow, Landing, Table
 from medallion.sql_names import TableRef
 from medallion.storage import read_text
 from medallion.streams.checkpoints import discard_abandoned_writes
-from medallion.streams.sources import delta_stream
+from medallion.streams.sources import delta_stream, input_lines
+from medallion.transforms.bronze import to_bronze
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -162,6 +164,23 @@ def start_append(
     return writer.toTable(table.qualified_name)
 
 
+def start_bronze_append(
+    spark: SparkSession,
+    config: Config,
+    flow: Flow,
+    trigger: Trigger,
+    fields: Sequence[FieldRule] = (),
+) -> StreamingQuery:
+    """Start a bronze flow: every input line of its dataset (landing files or its topic),
+    unchanged, appended to its one table, with ``fields`` of each line as text columns. A
+    flow's ``start`` is ``functools.partial(start_bronze_append, fields=...)``."""
+    if not isinstance(flow.source, Landing) or len(flow.outputs) != 1:
+        raise ValueError(f"flow {flow.name}: a bronze append reads a dataset into one table")
+    lines = to_bronze(input_lines(spark, config, flow.source.dataset), fields)
+    table = config.table(flow.outputs[0].key)
+    return start_append(lines, table, config.checkpoint(flow.name), trigger, flow.name)
+
+
 def start_foreach_batch(
     df: DataFrame,
     process: Callable[[DataFrame, int], None],
@@ -214,5 +233,5 @@ def start_flow(
             spark, config, trigger, flow.name, flow.source.key, flow.batch
         )
     if flow.fuses:
-        return flow.start(spark, config, trigger, fused=fused)
-    return flow.start(spark, config, trigger)
+        return flow.start(spark, config, flow, trigger, fused=fused)
+    return flow.start(spark, config, flow, trigger)

@@ -11,6 +11,7 @@ of transforms.py. Gold holds the alert queue and each account's daily activity.
 from __future__ import annotations
 
 from decimal import Decimal
+from functools import partial
 
 from medallion.declarations import Flow, Landing, Pipeline, QuarantineReplay
 from medallion.pipeline_settings import Setting
@@ -19,6 +20,8 @@ from medallion.pipelines.banking import batches
 from medallion.pipelines.banking import tables as t
 from medallion.pipelines.banking.contract import (
     ACCOUNT_CHANGES,
+    ACCOUNT_FIELDS,
+    BRONZE_TRANSACTION_FIELDS,
     TRANSACTIONS,
     validate_account_changes,
     validate_transactions,
@@ -26,6 +29,7 @@ from medallion.pipelines.banking.contract import (
 from medallion.pipelines.banking.generator import generate
 from medallion.pipelines.banking.transforms import ACCOUNTS
 from medallion.pipelines.banking.views import VIEWS
+from medallion.streams.sinks import start_bronze_append
 from medallion.subjects import Subjects
 
 SETTINGS = (
@@ -63,14 +67,14 @@ BANKING = register(
                 "bronze",
                 Landing("transactions"),
                 (t.BRONZE_TRANSACTIONS,),
-                batches.start_bronze_transactions,
+                partial(start_bronze_append, fields=BRONZE_TRANSACTION_FIELDS),
             ),
             Flow(
                 "bronze_accounts",
                 "bronze",
                 Landing("accounts"),
                 (t.BRONZE_ACCOUNTS,),
-                batches.start_bronze_accounts,
+                partial(start_bronze_append, fields=ACCOUNT_FIELDS),
             ),
             Flow(
                 "silver_accounts",

@@ -13,12 +13,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
+from medallion.declarations import Flow
 from medallion.faults import pause_point
 from medallion.pipelines.banking import tables as t
 from medallion.pipelines.banking.contract import (
     ACCOUNT_CHANGES,
-    ACCOUNT_FIELDS,
-    BRONZE_TRANSACTION_FIELDS,
     TRANSACTIONS,
     validate_account_changes,
     validate_transactions,
@@ -39,30 +38,10 @@ from medallion.streams.exactly_once import ReplayGuard, merging_batches
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.quality import QualityGate
 from medallion.streams.sinks import Trigger, start_append, transaction_app_id
-from medallion.streams.sources import delta_stream, input_lines
+from medallion.streams.sources import delta_stream
 from medallion.tables import read_table
-from medallion.transforms.bronze import to_bronze
 
 Batch = Callable[[DataFrame, int], None]
-
-
-def start_bronze_transactions(
-    spark: SparkSession, config: Config, trigger: Trigger
-) -> StreamingQuery:
-    """Every transaction line, unchanged, into bronze."""
-    name = "bronze_transactions"
-    lines = to_bronze(input_lines(spark, config, "transactions"), BRONZE_TRANSACTION_FIELDS)
-    table = config.table(t.BRONZE_TRANSACTIONS.key)
-    return start_append(lines, table, config.checkpoint(name), trigger, name)
-
-
-def start_bronze_accounts(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    """Every account change line, unchanged, into bronze."""
-    name = "bronze_accounts"
-    lines = to_bronze(input_lines(spark, config, "accounts"), ACCOUNT_FIELDS)
-    return start_append(
-        lines, config.table(t.BRONZE_ACCOUNTS.key), config.checkpoint(name), trigger, name
-    )
 
 
 # Every version of every account profile, and the setting that names the columns it tracks.
@@ -139,21 +118,19 @@ daily_activity_batch = merging_batches(
 )
 
 
-def start_fraud_alerts(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+def start_fraud_alerts(
+    spark: SparkSession, config: Config, flow: Flow, trigger: Trigger
+) -> StreamingQuery:
     """The suspicious transactions appended to the alert queue: silver holds each transaction
     once and only appends, so each alert is written once."""
-    name = "gold_fraud_alerts"
-    checkpoint = config.checkpoint(name)
+    checkpoint = config.checkpoint(flow.name)
     source = delta_stream(
         spark,
-        config.table(t.SILVER_TRANSACTIONS.key),
-        config.source_options(name),
+        config.table(flow.source.key),
+        config.source_options(flow.name),
         checkpoint=checkpoint,
     )
+    (alerts,) = flow.outputs
     return start_append(
-        fraud_alerts(source),
-        config.table(t.FRAUD_ALERTS.key),
-        checkpoint,
-        trigger,
-        name,
+        fraud_alerts(source), config.table(alerts.key), checkpoint, trigger, flow.name
     )

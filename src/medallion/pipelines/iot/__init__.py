@@ -7,14 +7,17 @@ quarantines the rest; gold keeps each device's latest reading and per-minute met
 
 from __future__ import annotations
 
+from functools import partial
+
 from medallion.declarations import Flow, Landing, Pipeline, QuarantineReplay
 from medallion.pipelines import register
 from medallion.pipelines.iot import batches
 from medallion.pipelines.iot import tables as t
-from medallion.pipelines.iot.contract import READINGS, validate_readings
+from medallion.pipelines.iot.contract import FIELDS, READINGS, validate_readings
 from medallion.pipelines.iot.generator import generate
 from medallion.pipelines.iot.transforms import KEY
 from medallion.pipelines.iot.views import VIEWS
+from medallion.streams.sinks import start_bronze_append
 
 IOT = register(
     Pipeline(
@@ -26,7 +29,7 @@ IOT = register(
                 "bronze",
                 Landing("device_readings"),
                 (t.BRONZE,),
-                batches.start_bronze,
+                partial(start_bronze_append, fields=FIELDS),  # every line, unchanged
             ),
             Flow(
                 "silver_device_readings",

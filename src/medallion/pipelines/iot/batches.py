@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.pipelines.iot import tables as t
-from medallion.pipelines.iot.contract import FIELDS, READINGS, validate_readings
+from medallion.pipelines.iot.contract import READINGS, validate_readings
 from medallion.pipelines.iot.transforms import (
     KEY,
     add_minutes_clauses,
@@ -26,20 +25,9 @@ from medallion.pipelines.iot.transforms import (
 from medallion.streams.exactly_once import ReplayGuard, merging_batches
 from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
 from medallion.streams.quality import QualityGate
-from medallion.streams.sinks import Trigger, start_append, transaction_app_id
-from medallion.streams.sources import input_lines
-from medallion.transforms.bronze import to_bronze
+from medallion.streams.sinks import transaction_app_id
 
 Batch = Callable[[DataFrame, int], None]
-
-
-def start_bronze(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    """Every reading line, unchanged, into bronze."""
-    name = "bronze_device_readings"
-    lines = input_lines(spark, config, "device_readings")
-    return start_append(
-        to_bronze(lines, FIELDS), config.table(t.BRONZE.key), config.checkpoint(name), trigger, name
-    )
 
 
 def silver_batch(config: Config, checkpoint: str, stream: str | None = None) -> Batch:

@@ -7,8 +7,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
+from medallion.declarations import Flow
 from medallion.erasure_log import erased_versions
-from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, CUSTOMER_FIELDS
+from medallion.pipelines.retail.contract import CUSTOMER_CHANGES
 from medallion.pipelines.retail.transforms.customers import (
     CUSTOMERS,
     validate_changes,
@@ -16,21 +17,9 @@ from medallion.pipelines.retail.transforms.customers import (
 from medallion.streams.apply_changes import apply_changes_batches
 from medallion.streams.apply_history import KeptHistory
 from medallion.streams.sinks import Trigger, start_append
-from medallion.streams.sources import delta_stream, input_lines
-from medallion.transforms.bronze import to_bronze
+from medallion.streams.sources import delta_stream
 
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
-
-
-def start_bronze_customers(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
-    lines = input_lines(spark, config, "customers")
-    return start_append(
-        to_bronze(lines, CUSTOMER_FIELDS),
-        config.table("bronze/customers"),
-        config.checkpoint("bronze_customers"),
-        trigger,
-        "bronze_customers",
-    )
 
 
 # Every version of every customer, and the setting that names the columns it tracks.
@@ -52,21 +41,21 @@ silver_customers_batch = apply_changes_batches(
 
 
 def start_gold_customer_changes(
-    spark: SparkSession, config: Config, trigger: Trigger
+    spark: SparkSession, config: Config, flow: Flow, trigger: Trigger
 ) -> StreamingQuery:
+    """Every change of silver/customers, from its Change Data Feed, appended to the audit."""
+    source = flow.source.key
     changes = delta_stream(
-        spark,
-        config.table("silver/customers"),
-        config.source_options("gold_customer_changes"),
-        change_feed=True,
+        spark, config.table(source), config.source_options(flow.name), change_feed=True
     )
-    erased = erased_versions(spark, config, "silver/customers")
+    erased = erased_versions(spark, config, source)
     if erased:  # an erasure's DELETE is no change to audit (medallion/erasure_log.py)
         changes = changes.where(~F.col("_commit_version").isin(erased))
+    (audit,) = flow.outputs
     return start_append(
         changes.select(*CUSTOMERS.change_columns, *CDF_COLUMNS),
-        config.table("gold/customer_changes"),
-        config.checkpoint("gold_customer_changes"),
+        config.table(audit.key),
+        config.checkpoint(flow.name),
         trigger,
-        "gold_customer_changes",
+        flow.name,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -13,6 +14,7 @@ from medallion.errors import PipelineError
 from medallion.pipelines.retail import customers, revenue
 from medallion.pipelines.retail import tables as t
 from medallion.pipelines.retail.catch_up import gold_hourly_batch, silver_events_batch
+from medallion.pipelines.retail.contract import CUSTOMER_FIELDS
 from medallion.pipelines.retail.events import (
     STAGE_STREAMS,
     STAGES,
@@ -20,42 +22,46 @@ from medallion.pipelines.retail.events import (
     lost_users_refusal,
 )
 from medallion.pipelines.retail.upgrade import backfill_hourly_users
-from medallion.streams.sinks import Trigger, start_delta_foreach_batch, start_foreach_batch
+from medallion.streams.sinks import (
+    Trigger,
+    start_bronze_append,
+    start_delta_foreach_batch,
+    start_foreach_batch,
+)
 from medallion.streams.sources import input_lines
 
 
 def start_events(
     spark: SparkSession,
     config: Config,
+    flow: Flow,
     trigger: Trigger,
     fused: Sequence[str] = (STAGE_STREAMS["silver"], STAGE_STREAMS["gold"]),
 ) -> StreamingQuery:
     """Start ``bronze_events``: the input lines (landing files or the events topic) through
     bronze, and through the stages of the ``fused`` flows (all of them unless some catch up)."""
-    name = STAGE_STREAMS["bronze"]
+    assert isinstance(flow.source, Landing)
     stages = ("bronze", *(s for s in STAGES[1:] if STAGE_STREAMS[s] in fused))
     if "gold" in stages and (refusal := lost_users_refusal(spark, config)):
         raise PipelineError(refusal)
-    checkpoint = config.checkpoint(name)
+    checkpoint = config.checkpoint(flow.name)
     return start_foreach_batch(
-        input_lines(spark, config, "events"),
+        input_lines(spark, config, flow.source.dataset),
         EventsBatch(config, checkpoint, stages),
         checkpoint,
         trigger,
-        name,
+        flow.name,
     )
 
 
-def _start_gold_hourly(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+def start_gold_hourly(
+    spark: SparkSession, config: Config, flow: Flow, trigger: Trigger
+) -> StreamingQuery:
+    """Start ``gold_hourly_product_metrics`` as a stream of its own (while it catches up),
+    once the users it counted are known (upgrade.py)."""
     backfill_hourly_users(spark, config)
-    return start_delta_foreach_batch(
-        spark,
-        config,
-        trigger,
-        "gold_hourly_product_metrics",
-        t.SILVER_EVENTS.key,
-        gold_hourly_batch,
-    )
+    assert flow.batch is not None
+    return start_delta_foreach_batch(spark, config, trigger, flow.name, flow.source.key, flow.batch)
 
 
 EVENT_FLOWS: tuple[Flow, ...] = (
@@ -79,7 +85,7 @@ EVENT_FLOWS: tuple[Flow, ...] = (
         "gold",
         t.SILVER_EVENTS,
         (t.HOURLY_PRODUCT_METRICS, t.HOURLY_PRODUCT_USERS),
-        _start_gold_hourly,
+        start_gold_hourly,
         batch=gold_hourly_batch,
     ),
 )
@@ -90,7 +96,7 @@ CUSTOMER_FLOWS: tuple[Flow, ...] = (
         "bronze",
         Landing("customers"),
         (t.BRONZE_CUSTOMERS,),
-        customers.start_bronze_customers,
+        partial(start_bronze_append, fields=CUSTOMER_FIELDS),  # every line, unchanged
     ),
     Flow(
         "silver_customers",

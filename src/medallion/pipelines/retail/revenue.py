@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
+from medallion.declarations import Flow
 from medallion.deployment import choice_setting
 from medallion.errors import PipelineError
 from medallion.faults import pause_point
@@ -211,14 +212,16 @@ def gold_revenue_batch(
     return process
 
 
-def start_gold_revenue(spark: SparkSession, config: Config, trigger: Trigger) -> StreamingQuery:
+def start_gold_revenue(
+    spark: SparkSession, config: Config, flow: Flow, trigger: Trigger
+) -> StreamingQuery:
     """Start ``gold_daily_revenue_by_country`` with the meaning ``revenue_country`` chooses.
 
     A checkpoint of the at_processing stream (a lake from before the history) is set aside
     when the at_purchase stream starts: its first batch recomputes every day from silver. The
     other way is refused, since an additive stream cannot start on recomputed rows.
     """
-    checkpoint = config.checkpoint(STREAM)
+    checkpoint = config.checkpoint(flow.name)
     sources = source_count(checkpoint)
     if choice_setting(config, REVENUE_COUNTRY.name) == AT_PROCESSING:
         if sources == _AT_PURCHASE_SOURCES:
@@ -230,23 +233,23 @@ def start_gold_revenue(spark: SparkSession, config: Config, trigger: Trigger) ->
                 f"--table {GOLD}` (docs/retail.md)"
             )
         return start_delta_foreach_batch(
-            spark, config, trigger, STREAM, "silver/events", gold_revenue_batch
+            spark, config, trigger, flow.name, flow.source.key, gold_revenue_batch
         )
     if sources is not None and sources != _AT_PURCHASE_SOURCES:
         log.warning(
             "%s: counting revenue under the country at purchase time (revenue_country); "
             "every day is recomputed from silver once",
-            STREAM,
+            flow.name,
         )
         delete_folder(spark, checkpoint)
     events = delta_stream(
         spark,
-        config.table("silver/events"),
-        config.source_options(STREAM),
+        config.table(flow.source.key),
+        config.source_options(flow.name),
         checkpoint=checkpoint,
     )
     history = delta_stream(spark, config.table(KEPT_HISTORY.table_key), change_feed=True)
     inputs = revenue_inputs(events, history)
     return start_foreach_batch(
-        inputs, RevenueAtPurchase(config, checkpoint), checkpoint, trigger, STREAM
+        inputs, RevenueAtPurchase(config, checkpoint), checkpoint, trigger, flow.name
     )
