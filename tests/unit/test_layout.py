@@ -84,10 +84,10 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
     return found
 
 
-def test_no_import_circle_and_no_private_name_across_modules():
+def _import_graph() -> dict[str, set[str]]:
+    """Each module of the package, with the package's modules it imports (itself left out)."""
     modules = {_module_name(p): p for p in MODULES}
     graph: dict[str, set[str]] = {}
-    private = []
     for name, path in modules.items():
         graph[name] = set()
         for module, names in _imports(path):
@@ -95,9 +95,20 @@ def test_no_import_circle_and_no_private_name_across_modules():
             # A package's own modules are not its dependencies (``medallion.streams`` imports
             # nothing of its children by being their parent).
             graph[name] |= {t for t in targets if t in modules and not name.startswith(f"{t}.")}
-            if module.startswith("medallion"):
-                private += [f"{name}: {module}.{n}" for n in names if _is_private(n)]
         graph[name].discard(name)
+    return graph
+
+
+def test_no_import_circle_and_no_private_name_across_modules():
+    graph = _import_graph()
+    private = [
+        f"{_module_name(path)}: {module}.{n}"
+        for path in MODULES
+        for module, names in _imports(path)
+        if module.startswith("medallion")
+        for n in names
+        if _is_private(n)
+    ]
     try:
         tuple(TopologicalSorter(graph).static_order())
     except CycleError as error:
@@ -155,17 +166,15 @@ def room_of(module: str) -> str:
 
 
 def test_each_room_imports_only_the_rooms_it_may():
-    modules = {_module_name(p): p for p in MODULES}
-    crossing = []
-    for name, path in modules.items():
-        allowed = {room_of(name), *MAY_IMPORT[room_of(name)]}
-        for module, names in _imports(path):
-            for target in (module, *(f"{module}.{n}" for n in names)):
-                inside = target in modules and not name.startswith(f"{target}.")
-                if inside and room_of(target) not in allowed:
-                    crossing.append(f"{name} ({room_of(name)}) -> {target} ({room_of(target)})")
+    graph = _import_graph()
+    crossing = [
+        f"{name} ({room_of(name)}) -> {target} ({room_of(target)})"
+        for name, targets in graph.items()
+        for target in targets
+        if room_of(target) not in {room_of(name), *MAY_IMPORT[room_of(name)]}
+    ]
     assert not crossing, crossing
-    assert {room_of(n) for n in modules} == set(MAY_IMPORT)
+    assert {room_of(n) for n in graph} == set(MAY_IMPORT)
 
 
 def rooms_mermaid() -> str:

@@ -15,6 +15,8 @@ from medallion.run_options import RUN_OPTIONS, flag_help, run_option
 from medallion.task_params import TaskParams
 
 ROOT = Path(__file__).resolve().parents[2]
+# The options that are task parameters, with their defaults.
+PARAMETERS = {o.name: o.default for o in RUN_OPTIONS if o.parameter}
 # How `medallion run` prints, not what it runs.
 PRESENTATION_FLAGS = {"-h", "--help", "-v", "--verbose", "--no-live", "--output"}
 
@@ -42,16 +44,13 @@ def test_the_flags_help_and_defaults_are_the_definitions():
             continue
         if option.flag == "--kafka-accept-data-loss":
             continue  # the flag says the opposite of the parameter
-        action = flags[option.flag]
-        assert option.help in action.help, option.flag
-        assert action.help.startswith(flag_help(option.flag)), option.flag
+        assert flags[option.flag].help.startswith(flag_help(option.flag)), option.flag
     for name in ("source", "starting_offsets"):
         assert flags[run_option(name).flag].default == run_option(name).default
 
 
 def test_task_params_are_the_options_that_are_task_parameters_with_their_defaults():
-    declared = {o.name: o.default for o in RUN_OPTIONS if o.parameter}
-    assert {f.name: f.default for f in fields(TaskParams)} == declared
+    assert {f.name: f.default for f in fields(TaskParams)} == PARAMETERS
 
 
 def test_the_bundle_gives_every_pipeline_job_the_options_it_sets_from_variables():
@@ -88,8 +87,4 @@ def test_the_bundle_gives_every_pipeline_job_the_options_it_sets_from_variables(
                 named |= task_spec.get("base_parameters") or {}
                 named |= task_spec.get("named_parameters") or {}
         assert "pipeline" in named, key
-        assert set(named) <= set(declared_parameters()) | topics | {"layer"}, key
-
-
-def declared_parameters() -> dict[str, str]:
-    return {o.name: o.default for o in RUN_OPTIONS if o.parameter}
+        assert set(named) <= set(PARAMETERS) | topics | {"layer"}, key
