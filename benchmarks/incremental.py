@@ -16,7 +16,8 @@ to the last silver or gold commit. ``--large 10000000`` is the soak. Each run al
 must hold whatever the history: one silver row per ``event_id``, and gold's totals equal to
 silver's rows aggregated afresh (read with ``deltalake``, no JVM).
 
-Prints one ``BENCH_RESULT`` line: per history size, the span, the process wall time and the
+Prints one ``BENCH_RESULT`` line: per history size, the span, the process wall time, its peak
+RSS (Python and JVM), the history build's wall time and peak RSS, and the
 per-table commit times; and ``span_ratio``, large over small.
 """
 
@@ -33,7 +34,7 @@ from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
-from measure import PYTHON, REPO, read_commits
+from measure import PYTHON, REPO, TreeSampler, read_commits
 from peers.common import finish
 
 from medallion.generate import FaultRates, write_file_atomically
@@ -53,17 +54,22 @@ PIPELINE_TABLES = (
 )
 
 
-def _medallion(args: list[str], log: Path) -> float:
-    """Run one ``medallion`` command as a process; its wall time in seconds."""
+def _medallion(args: list[str], log: Path) -> tuple[float, float]:
+    """Run one ``medallion`` command as a process; its wall time in seconds and the peak RSS
+    of its process tree (Python and JVM) in MB."""
     started = time.monotonic()
     with open(log, "a") as out:
-        subprocess.run([*MEDALLION, *args], cwd=REPO, stdout=out, stderr=out, check=True)
-    return time.monotonic() - started
+        process = subprocess.Popen([*MEDALLION, *args], cwd=REPO, stdout=out, stderr=out)
+        with TreeSampler(process.pid) as sampler:
+            returncode = process.wait()
+    if returncode != 0:
+        raise subprocess.CalledProcessError(returncode, [*MEDALLION, *args])
+    return time.monotonic() - started, round(sampler.peaks.total_rss_mb, 1)
 
 
 # What a history lake built by medallion holds besides its tables; a lake built before the
 # current format is built again (here: the key indexes kept in the events' checkpoint).
-HISTORY_FORMAT = "2: key indexes kept in checkpoints"
+HISTORY_FORMAT = "3: key index runs kept as mapped .npy files"
 
 
 def history_lake(work: Path, events: int, log: Path) -> Path:
@@ -77,10 +83,12 @@ def history_lake(work: Path, events: int, log: Path) -> Path:
     generate(
         str(root / "landing"), events=events, customers=2_000, files=files, seed=1, faults=FAULTS
     )
-    seconds = _medallion(
+    seconds, peak_rss_mb = _medallion(
         ["run", "--landing", str(root / "landing"), "--lake", str(root / "lake")], log
     )
     print(f"built a lake of {events:,} events in {seconds:.1f} s", flush=True)
+    build = {"process_wall_s": round(seconds, 1), "peak_rss_mb": peak_rss_mb}
+    (root / "build.json").write_text(json.dumps(build))
     shutil.copytree(root / "lake", root / "lake.base", symlinks=True)
     (root / ".complete").write_text(HISTORY_FORMAT)
     return root
@@ -193,9 +201,11 @@ def measure(root: Path, lines: list[str], log: Path, check: bool) -> dict:
     lake = restore(root)
     before = _versions(lake)
     with landed(root / "landing", lines):
-        wall = _medallion(["run", "--landing", str(root / "landing"), "--lake", str(lake)], log)
+        wall, peak_rss_mb = _medallion(
+            ["run", "--landing", str(root / "landing"), "--lake", str(lake)], log
+        )
         times = _commit_times(lake, before)
-        result = {"process_wall_s": round(wall, 2)}
+        result = {"process_wall_s": round(wall, 2), "peak_rss_mb": peak_rss_mb}
         if check:
             result["exactness"] = check_exact(lake)
     start = min(times["bronze/events"])
@@ -236,6 +246,8 @@ def main() -> None:
         median["spans_s"] = [r["span_s"] for r in runs]
         median["history_events"] = events
         median["delivery_lines"] = len(lines)
+        build = root / "build.json"
+        median["history_build"] = json.loads(build.read_text()) if build.exists() else None
         results[label] = median
         print(f"{label} history ({events:,} events): span {median['span_s']} s", flush=True)
     results["span_ratio"] = round(results["large"]["span_s"] / results["small"]["span_s"], 3)

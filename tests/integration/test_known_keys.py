@@ -60,7 +60,7 @@ def test_the_next_process_reads_the_kept_index_while_the_keys_are_unchanged(
     manifest = _manifest(folder)
     assert manifest["version"] == committed_version(spark, table) == 3
     assert sum(run["keys"] for run in manifest["runs"]) == 900
-    assert sorted(p.name for p in folder.glob("*.npz")) == sorted(
+    assert sorted(p.name for p in folder.glob("*.npy")) == sorted(
         r["file"] for r in manifest["runs"]
     )
 
@@ -137,3 +137,27 @@ def test_a_replaced_table_is_not_taken_for_the_one_the_index_was_kept_for(spark,
     assert restarted._store.load(spark, table) is None
     assert _new_ids(spark, restarted, range(0, 3)) == {"e0", "e1", "e2"}
     assert len(restarted._index) == 3
+
+
+def test_a_table_larger_than_the_memory_bound_is_read_in_buckets_and_mapped(
+    spark, tmp_path, monkeypatch
+):
+    # 2,000 keys read at 48 bytes each against a bound of 8 KiB: 16 buckets.
+    monkeypatch.setenv("MEDALLION_KEY_INDEX_MEMORY_MB", str(8 / 1024))
+    table = _table(spark, tmp_path, range(0, 2000))
+    folder = tmp_path / "checkpoint" / "_medallion_keys" / "silver.keys"
+    known = KnownKeys(table, ["event_id"], str(folder))
+    assert _new_ids(spark, known, range(1990, 2010)) == {f"e{i}" for i in range(2000, 2010)}
+    index = known._index
+    assert index is not None and len(index) == 2000 and index.memory_held <= 8 * 1024
+    assert [run.mapped for run in index.runs] == [True]
+    assert not list(folder.glob("_read-*")), "the buckets' scratch folder is deleted"
+
+    for batch, ids in enumerate([range(1990, 2600), range(2500, 3100), range(0, 3200)]):
+        _write(spark, known, table, ids, batch)
+        assert known._index is not None and known._index.memory_held <= 8 * 1024
+    assert read_table(spark, table).count() == 3200
+
+    restarted = KnownKeys(table, ["event_id"], str(folder))
+    assert _new_ids(spark, restarted, range(3100, 3300)) == {f"e{i}" for i in range(3200, 3300)}
+    assert restarted._index is not None and all(run.mapped for run in restarted._index.runs)

@@ -12,12 +12,22 @@ below 10^-20, far below that of an undetected disk error. The index is exact for
 it was read plus what the stream appended: the stream is the table's one writer (its lock), and
 a stream that fails or restarts reads the table again, or the index it kept in its checkpoint
 when the table's log shows that no key changed since (key_index_store.py).
+
+The index holds at most ``MEDALLION_KEY_INDEX_MEMORY_MB`` in memory; the rest of it is in files
+the process maps (key_index.py). Reading a large table's keys is bounded too: the executors
+write the keys' hashes into buckets by hash range, and the driver sorts one bucket at a time
+into a single run.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import math
+import shutil
+import tempfile
+import uuid
+import weakref
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -25,14 +35,18 @@ from pyspark.sql import functions as F
 
 from medallion.delta_log import commits_after, committed_version, table_id
 from medallion.sql_names import TableRef
-from medallion.storage import local_path
-from medallion.streams.key_index_store import KeyIndexStore
+from medallion.storage import delete_folder, local_path
+from medallion.streams.key_index import KEY_BYTES, KeyIndex, Run, sorted_run, write_run
+from medallion.streams.key_index_store import READ_SCRATCH_PREFIX, KeyIndexStore
 from medallion.tables import read_table
 
 log = logging.getLogger(__name__)
 
 HASH_COLUMNS = ("__key_h1", "__key_h2")
 _SALT = "medallion:key"
+_BUCKET = "__key_bucket"
+# Memory a key takes while a table's keys are read: the Arrow table, its numpy copy, the sort.
+_READ_BYTES_PER_KEY = 3 * KEY_BYTES
 
 
 def key_hashes(columns: Sequence[str]) -> list[Column]:
@@ -44,58 +58,18 @@ def key_hashes(columns: Sequence[str]) -> list[Column]:
     ]
 
 
-class KeyIndex:
-    """A set of keys, each as its two 64-bit hashes, in a few sorted runs (numpy).
-
-    Membership is a binary search per run. A new run is merged into the one before it while
-    it is at least half its size, so there are at most log2(n) runs and a key is re-sorted
-    O(log n) times in all. Each run remembers the file it is kept in (key_index_store.py), if
-    any; a merged run has none until it is saved.
-    """
-
-    def __init__(self, runs: Sequence[tuple[np.ndarray, np.ndarray, str | None]] = ()) -> None:
-        self.runs: list[tuple[np.ndarray, np.ndarray, str | None]] = list(runs)
-
-    def __len__(self) -> int:
-        return sum(len(h1) for h1, _, _ in self.runs)
-
-    def add(self, h1: np.ndarray, h2: np.ndarray) -> None:
-        """Add keys (not already held)."""
-        if len(h1):
-            self.runs.append((*_sorted(h1, h2), None))
-        while len(self.runs) > 1 and 2 * len(self.runs[-1][0]) >= len(self.runs[-2][0]):
-            (b1, b2, _), (a1, a2, _) = self.runs.pop(), self.runs.pop()
-            self.runs.append((*_sorted(np.concatenate([a1, b1]), np.concatenate([a2, b2])), None))
-
-    def contains(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
-        """For each key, whether the index holds it."""
-        found = np.zeros(len(h1), dtype=bool)
-        for run1, run2, _ in self.runs:
-            left = np.searchsorted(run1, h1, "left")
-            right = np.searchsorted(run1, h1, "right")
-            one = (right - left) == 1
-            found[one] |= run2[left[one]] == h2[one]
-            # Keys whose first hash several held keys share: compare each.
-            for i in np.nonzero((right - left) > 1)[0]:
-                found[i] |= bool(np.any(run2[left[i] : right[i]] == h2[i]))
-        return found
-
-    def kept_in(self, names: Sequence[str]) -> None:
-        """Record the file each run is now kept in."""
-        self.runs = [(h1, h2, name) for (h1, h2, _), name in zip(self.runs, names, strict=True)]
-
-
-def _sorted(h1: np.ndarray, h2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.lexsort((h2, h1))
-    return h1[order], h2[order]
-
-
 def _hash_arrays(df: DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """The two hash columns of ``df`` in the driver."""
     table = df.select(*HASH_COLUMNS).toArrow()
     return tuple(  # type: ignore[return-value]
         table.column(name).to_numpy().astype(np.int64, copy=False) for name in HASH_COLUMNS
     )
+
+
+def _buckets_for(keys: int, memory_bytes: int) -> int:
+    """How many buckets a read of ``keys`` keys takes to fit ``memory_bytes``: a power of 2."""
+    needed = keys * _READ_BYTES_PER_KEY / memory_bytes
+    return 1 if needed <= 1 else 2 ** math.ceil(math.log2(needed))
 
 
 def kept_keys(checkpoint: str, table: TableRef) -> str:
@@ -115,19 +89,29 @@ class KnownKeys:
 
     def __init__(self, table: TableRef, columns: Sequence[str], folder: str | None = None) -> None:
         self.table, self.columns = table, tuple(columns)
+        self._folder = folder
         local = local_path(folder) if folder is not None else None
         self._store = KeyIndexStore(local, columns) if local is not None else None
+        self._spill: str | None = local
         self._index: KeyIndex | None = None
         # The table version and id the index reflects; None: not known, so it is not kept.
         self._version: int | None = None
         self._table_id: str | None = None
+
+    def _spill_folder(self) -> str:
+        """The local folder of the index's files: the kept index's, else a temporary one
+        (a checkpoint on remote storage), deleted with this object."""
+        if self._spill is None:
+            self._spill = tempfile.mkdtemp(prefix="medallion-keys-")
+            weakref.finalize(self, shutil.rmtree, self._spill, True)
+        return self._spill
 
     def _known(self, spark: SparkSession) -> KeyIndex:
         if self._index is None:
             kept = self._store.load(spark, self.table) if self._store is not None else None
             if kept is not None:
                 runs, self._version, self._table_id = kept
-                self._index = KeyIndex(runs)
+                self._index = KeyIndex(runs, self._spill_folder())
             else:
                 self._index = self._read(spark)
                 self._save()
@@ -142,9 +126,39 @@ class KnownKeys:
         if self._version is not None:
             self._table_id = table_id(spark, self.table, self._version)
         rows = read_table(spark, self.table, self._version)
-        index = KeyIndex()
-        index.add(*_hash_arrays(rows.select(*key_hashes(self.columns))))
+        hashed = rows.select(*key_hashes(self.columns))
+        index = KeyIndex(folder=self._spill_folder())
+        buckets = _buckets_for(rows.count(), index.memory_bytes)
+        if buckets == 1 or self._folder is None:
+            index.add(*_hash_arrays(hashed))
+        else:
+            index.runs.append(self._read_in_buckets(spark, hashed, buckets, self._spill_folder()))
         return index
+
+    def _read_in_buckets(
+        self, spark: SparkSession, hashed: DataFrame, buckets: int, folder: str
+    ) -> Run:
+        """The table's keys as one run, written from ``buckets`` ranges of the first hash,
+        each read and sorted on its own, so the driver holds one bucket at a time."""
+        assert self._folder is not None
+        scratch = f"{self._folder.rstrip('/')}/{READ_SCRATCH_PREFIX}{uuid.uuid4().hex}"
+        shift = 64 - int(math.log2(buckets))
+        try:
+            hashed.withColumn(_BUCKET, F.shiftright(HASH_COLUMNS[0], shift)).write.partitionBy(
+                _BUCKET
+            ).parquet(scratch)
+            written = spark.read.parquet(scratch)
+            sizes = {r[_BUCKET]: r["count"] for r in written.groupBy(_BUCKET).count().collect()}
+
+            def parts() -> Iterator[Run]:
+                # An arithmetic shift keeps the signed order: bucket -b/2 holds the smallest.
+                for bucket in sorted(sizes):
+                    yield sorted_run(*_hash_arrays(written.where(F.col(_BUCKET) == bucket)))
+
+            log.info("%s: %d keys read in %d buckets", self.table.key, sum(sizes.values()), buckets)
+            return write_run(folder, parts(), sum(sizes.values()))
+        finally:
+            delete_folder(spark, scratch)
 
     @property
     def _keeping(self) -> bool:
@@ -155,7 +169,7 @@ class KnownKeys:
             return
         assert self._store is not None and self._version is not None and self._table_id
         try:
-            self._index.kept_in(self._store.save(self._index.runs, self._version, self._table_id))
+            self._store.save(self._index.runs, self._version, self._table_id)
         except OSError:
             # Harmless: the index kept before stays valid only for versions before this
             # stream's write, so the next process reads the keys from the table.
