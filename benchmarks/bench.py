@@ -51,8 +51,10 @@ FILES = 100
 CUSTOMERS = 2_000
 
 TARGETS = {
-    "backfill_vs_ceiling": 2.0,  # our end-to-end time at most 2x the batch ceiling's
-    "throughput_vs_sdp": 1.5,  # our events/s at least 1.5x Declarative Pipelines'
+    # Issue 28's targets: a backfill at most 2.5x the batch ceiling's time, and at least as
+    # many events/s as Declarative Pipelines.
+    "backfill_vs_ceiling": 2.5,
+    "throughput_vs_sdp": 1.0,
     "p95_gold_s": 5.0,
     "p95_silver_s": 3.0,
     "driver_rss_mb": 2048,

@@ -52,8 +52,8 @@ def test_the_chart_stacks_layers_draws_both_targets_and_marks_a_peer_with_wrong_
     figure, axis = plt.subplots()
     _backfill_panel(axis, results)
     labels = {line.get_label(): line for line in axis.get_lines()}
-    assert labels["target: 2x the batch ceiling"].get_ydata()[0] == 16.0
-    assert labels["target: 1.5x SDP's throughput"].get_ydata()[0] == 12.0
+    assert labels["target: 2.5x the batch ceiling"].get_ydata()[0] == 20.0
+    assert labels["target: 1x SDP's throughput"].get_ydata()[0] == 18.0
     bars = [
         (round(b.get_x() + b.get_width() / 2), b.get_y(), b.get_height(), b.get_hatch())
         for b in axis.patches

@@ -7,8 +7,11 @@ import json
 import logging
 import shutil
 
+import pytest
+
 from medallion.delta_log import committed_version
 from medallion.sql_names import TableRef
+from medallion.streams import known_keys
 from medallion.streams.known_keys import KnownKeys, kept_keys
 from medallion.streams.sinks import append_batch
 from medallion.tables import read_table
@@ -161,3 +164,17 @@ def test_a_table_larger_than_the_memory_bound_is_read_in_buckets_and_mapped(
     restarted = KnownKeys(table, ["event_id"], str(folder))
     assert _new_ids(spark, restarted, range(3100, 3300)) == {f"e{i}" for i in range(3200, 3300)}
     assert restarted._index is not None and all(run.mapped for run in restarted._index.runs)
+
+
+@pytest.mark.parametrize("broadcast_keys", [250_000, 0], ids=["broadcast", "shuffle"])
+def test_a_batch_of_mostly_held_or_mostly_new_keys_gets_exactly_its_new_ones(
+    spark, tmp_path, monkeypatch, broadcast_keys
+):
+    # The join is sent the smaller side (held keys to leave out, new ones to keep), as a
+    # broadcast up to BROADCAST_KEYS keys and by a shuffle beyond.
+    monkeypatch.setattr(known_keys, "BROADCAST_KEYS", broadcast_keys)
+    table = _table(spark, tmp_path, range(0, 300))
+    known = KnownKeys(table, ["event_id"], str(tmp_path / "keys"))
+    assert _new_ids(spark, known, range(0, 310)) == {f"e{i}" for i in range(300, 310)}
+    assert _new_ids(spark, known, range(295, 600)) == {f"e{i}" for i in range(300, 600)}
+    assert _new_ids(spark, known, range(0, 300)) == set()

@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 HASH_COLUMNS = ("__key_h1", "__key_h2")
 _SALT = "medallion:key"
 _BUCKET = "__key_bucket"
+# The most keys sent to a batch's join as a broadcast (4 MiB of hashes). A broadcast is built
+# in the driver's heap: a 10M-event backfill's batch of 1.5M held keys (25 MB) ran a 1 GiB
+# driver out of memory; more keys than this are joined by a shuffle instead.
+BROADCAST_KEYS = 250_000
 # Memory a key takes while a table's keys are read: the Arrow table, its numpy copy, the sort.
 _READ_BYTES_PER_KEY = 3 * KEY_BYTES
 
@@ -189,10 +193,16 @@ class KnownKeys:
         # deferred: loads pyarrow
         import pyarrow as pa
 
-        seen = spark.createDataFrame(
-            pa.table({HASH_COLUMNS[0]: h1[held], HASH_COLUMNS[1]: h2[held]})
+        # The executors are sent the smaller side: the held keys to leave out, or the new
+        # ones to keep (in a large backfill, most of a batch's keys may be either).
+        send_held = int(held.sum()) <= len(held) // 2
+        sent = held if send_held else ~held
+        keys = spark.createDataFrame(
+            pa.table({HASH_COLUMNS[0]: h1[sent], HASH_COLUMNS[1]: h2[sent]})
         )
-        unseen = hashed.join(F.broadcast(seen), list(HASH_COLUMNS), "left_anti")
+        if int(sent.sum()) <= BROADCAST_KEYS:
+            keys = F.broadcast(keys)
+        unseen = hashed.join(keys, list(HASH_COLUMNS), "left_anti" if send_held else "left_semi")
         return unseen, (h1[~held], h2[~held])
 
     def added(
