@@ -184,9 +184,10 @@ def rows_this_batch_inserted(
     which prunes silver's files by their statistics."""
     low, high = ingested
     held = read_table(spark, silver).where(F.col("_ingested_at").between(low, high))
-    return held.join(
-        F.broadcast(candidates.select(*_ARRIVAL_COLUMNS)), list(_ARRIVAL_COLUMNS), "left_semi"
-    )
+    # No broadcast hint: Spark broadcasts a small batch's candidates by their size, and joins a
+    # large one's by a shuffle (a replayed backfill batch of 2.35M rows, broadcast, ran a
+    # 1 GiB driver out of memory).
+    return held.join(candidates.select(*_ARRIVAL_COLUMNS), list(_ARRIVAL_COLUMNS), "left_semi")
 
 
 def write_gold(
