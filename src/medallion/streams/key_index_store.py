@@ -4,12 +4,11 @@ process reads it back instead of reading every key of the table again.
 The folder holds the index's sorted runs, one ``.npy`` file each (streams/key_index.py), and
 ``index.json``: the table's id, the table version the runs reflect, and each run's file and
 size. The next process maps the runs' files rather than reading them in (a lookup reads only
-the pages its keys fall into). The runs are
-taken back only when the table is the same one (its id) and no commit after that version
-changed its rows: commits with ``dataChange=false`` only (OPTIMIZE, auto-compaction, schema
-changes, VACUUM) keep the keys as they were. Any other commit — this stream's write after the
-index was last kept, a DELETE, another job's append, a RESTORE — makes the stream read the keys
-from the table again, as it would without this store.
+the pages its keys fall into). The runs are taken back only when the table is the same one (its
+id) and no commit after that version changed its rows: commits with ``dataChange=false`` only
+(OPTIMIZE, auto-compaction, schema changes, VACUUM) keep the keys as they were. Any other
+commit — this stream's write after the index was last kept, a DELETE, another job's append, a
+RESTORE — makes the stream read the keys from the table again, as it would without this store.
 
 So a kept index is never wrong, only sometimes unusable: a save that fails or falls behind
 costs one read of the table's keys, never a key.
