@@ -38,7 +38,7 @@ from medallion.sql_names import TableRef
 from medallion.storage import delete_folder, local_path
 from medallion.streams.key_index import KEY_BYTES, KeyIndex, Run, sorted_run, write_run
 from medallion.streams.key_index_store import READ_SCRATCH_PREFIX, KeyIndexStore
-from medallion.tables import read_table
+from medallion.tables import read_table, row_count
 
 log = logging.getLogger(__name__)
 
@@ -132,16 +132,19 @@ class KnownKeys:
         rows = read_table(spark, self.table, self._version)
         hashed = rows.select(*key_hashes(self.columns))
         index = KeyIndex(folder=self._spill_folder())
-        buckets = _buckets_for(rows.count(), index.memory_bytes)
-        if buckets == 1 or self._folder is None:
+        # Without a folder Spark can write the buckets in, the keys are read in one piece.
+        buckets = (
+            _buckets_for(row_count(spark, self.table), index.memory_bytes)
+            if self._folder is not None
+            else 1
+        )
+        if buckets == 1:
             index.add(*_hash_arrays(hashed))
         else:
-            index.runs.append(self._read_in_buckets(spark, hashed, buckets, self._spill_folder()))
+            index.runs.append(self._read_in_buckets(spark, hashed, buckets))
         return index
 
-    def _read_in_buckets(
-        self, spark: SparkSession, hashed: DataFrame, buckets: int, folder: str
-    ) -> Run:
+    def _read_in_buckets(self, spark: SparkSession, hashed: DataFrame, buckets: int) -> Run:
         """The table's keys as one run, written from ``buckets`` ranges of the first hash,
         each read and sorted on its own, so the driver holds one bucket at a time."""
         assert self._folder is not None
@@ -159,8 +162,9 @@ class KnownKeys:
                 for bucket in sorted(sizes):
                     yield sorted_run(*_hash_arrays(written.where(F.col(_BUCKET) == bucket)))
 
-            log.info("%s: %d keys read in %d buckets", self.table.key, sum(sizes.values()), buckets)
-            return write_run(folder, parts(), sum(sizes.values()))
+            keys = sum(sizes.values())
+            log.info("%s: %d keys read in %d buckets", self.table.key, keys, buckets)
+            return write_run(self._spill_folder(), parts(), keys)
         finally:
             delete_folder(spark, scratch)
 
