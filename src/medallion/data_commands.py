@@ -51,12 +51,12 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from medallion.changes import read_changes
 
     config = lake_config(args)
-    # A history's feed is read only when named (Table.history).
+    # A history's or a ledger's feed is read only when named.
     feeds = [
         t.key
         for p in pipelines_of(config)
         for t in p.tables
-        if t.change_data_feed and not t.history
+        if t.change_data_feed and not t.feed_read_by_name_only
     ]
     spark = get_spark()
     changes = read_changes(

@@ -63,7 +63,7 @@ class Table:
     properties, its layout (``partitioned_by`` columns, or liquid clustering by
     ``clustered_by``), the columns OPTIMIZE Z-orders it by (empty: bin-packing only; a
     clustered table is clustered instead), its maintenance policy, and whether it is a
-    quarantine or a history."""
+    quarantine, a history or a ledger."""
 
     layer: str
     name: str
@@ -84,6 +84,10 @@ class Table:
     # An SCD type 2 history (streams/apply_history.py): its Change Data Feed records its version
     # rows being rewritten, so `medallion changes` reads it only when asked by name.
     history: bool = False
+    # A stream's ledger of what its gold counts (pipelines/retail/counted_purchases.py): its
+    # Change Data Feed is what the stream adds to gold, read by `medallion changes` only when
+    # asked by name, like a history's.
+    ledger: bool = False
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "table name")
@@ -109,6 +113,11 @@ class Table:
     def change_data_feed(self) -> bool:
         """True when the table records its Change Data Feed (``medallion changes`` reads it)."""
         return self.properties.get("delta.enableChangeDataFeed", "").lower() == "true"
+
+    @property
+    def feed_read_by_name_only(self) -> bool:
+        """True when ``medallion changes`` reads its feed only when the table is named."""
+        return self.history or self.ledger
 
     @property
     def columns(self) -> tuple[str, ...]:

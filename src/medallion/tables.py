@@ -161,6 +161,15 @@ def read_table(spark: SparkSession, table: TableRef, version: int | None = None)
     return reader.table(table.qualified_name)
 
 
+def read_commit_changes(spark: SparkSession, table: TableRef, version: int) -> DataFrame:
+    """The Change Data Feed of one commit of the table: its rows with ``_change_type``."""
+    reader = spark.read.format("delta").option("readChangeFeed", "true")
+    reader = reader.option("startingVersion", int(version)).option("endingVersion", int(version))
+    if table.path is not None:
+        return reader.load(table.path)
+    return reader.table(table.qualified_name)
+
+
 def table_properties(spark: SparkSession, table: TableRef) -> dict[str, str]:
     """The table's properties (``TBLPROPERTIES``): from its checksum file when it has one,
     which costs no Spark job; otherwise from ``DESCRIBE DETAIL``."""

@@ -108,7 +108,7 @@ def test_a_shopper_erased_leaves_every_table_as_if_they_had_never_landed(
     events, customers = expected_from(oracle_landing), expected_customers(oracle_landing)
     assert_lake_matches(spark, config, events)
     assert_customers_match(spark, config, customers)
-    for key in ("gold/customer_changes", "gold/hourly_product_users"):
+    for key in ("gold/customer_changes", "gold/hourly_product_users", "gold/revenue_purchases"):
         rows = rows_of(config, key)
         assert shopper not in {r["customer_id" if "customer_id" in r else "user_id"] for r in rows}
     # Revenue: the days of the shopper's purchases recomputed, every other row as it was.

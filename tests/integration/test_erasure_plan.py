@@ -46,6 +46,9 @@ def test_the_plan_counts_every_tables_rows_of_a_shopper_and_of_an_account(spark,
     assert hourly.rows == sum(1 for hour, _ in events.gold if hour in hours)
     days = {e["event_timestamp"].date() for e in theirs if e["event_type"] == "purchase"}
     assert set(retail["gold/daily_revenue_by_country"].scope) == days
+    # The ledger of counted purchases holds the shopper's own: deleted, not recomputed.
+    ledger = retail["gold/revenue_purchases"]
+    assert (ledger.rows, ledger.scope) == (sum(e["event_type"] == "purchase" for e in theirs), ())
     assert retail["gold/hourly_product_users"].rows == len(
         {
             (e["event_timestamp"].replace(minute=0, second=0, microsecond=0), e["product_id"])

@@ -1,8 +1,8 @@
 """``gold/daily_revenue_by_country`` counts each purchase under the country its customer had at
 the time (issue 30): equal to the plain-Python oracle whatever the order in which purchases and
 customer changes land, late older changes, deletes, re-inserts and copies included; after a
-crash between the batch's commit and its checkpoint; and on a lake whose revenue stream counted
-the country known at processing time."""
+crash inside a batch, on a lake from before the ledger of counted
+purchases, and on a lake whose revenue stream counted the country known at processing time."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from medallion.generate import write_file_atomically
 from medallion.pipelines.retail.generator import generate_customer_lines, generate_event_lines
 from medallion.streams.flows import flow
 from medallion.streams.runner import PipelineError, run_available_now
-from medallion.tables import history
+from medallion.tables import delta_table, history, read_table
 
 pytestmark = pytest.mark.slow
 
@@ -160,20 +160,49 @@ def test_changes_that_land_after_every_purchase_correct_the_days_they_move(spark
     assert daily_revenue(spark, config) == _expected(config)
 
 
-def test_a_crash_after_the_days_are_replaced_is_replayed_without_a_second_write(
-    spark, tmp_path, monkeypatch
+def _merges(spark, table) -> int:
+    return history(spark, table).where("operation = 'MERGE'").count()
+
+
+@pytest.mark.parametrize(
+    "point, ledger_merges, gold_merges",
+    [("gold_revenue:counted", 1, 0), ("gold_revenue:added", 1, 1)],
+)
+def test_a_crash_inside_a_batch_is_replayed_without_a_second_write(
+    spark, tmp_path, monkeypatch, point, ledger_merges, gold_merges
 ):
+    """Killed between the ledger's commit and gold's, or after both before the batch's: the
+    replay writes what is missing once, and gold is the oracle's."""
     config = Config(landing=str(tmp_path / "landing"), lake=str(tmp_path / "lake"))
     items = _items()
-    monkeypatch.setenv(FAIL_AT_ENV, "gold_revenue:replaced")
+    monkeypatch.setenv(FAIL_AT_ENV, point)
     with pytest.raises(PipelineError, match="stream .gold_daily_revenue_by_country. .* failed"):
         _land_and_run(spark, config, items, batches=1)
     monkeypatch.delenv(FAIL_AT_ENV)
+    ledger = config.table("gold/revenue_purchases")
     gold = config.table("gold/daily_revenue_by_country")
-    writes = history(spark, gold).where("operation = 'WRITE'").count()
-    assert writes == 1  # the batch's days were replaced before the crash
+    assert (_merges(spark, ledger), _merges(spark, gold)) == (ledger_merges, gold_merges)
     run_available_now(spark, config, REVENUE_FLOWS)  # replays the batch
-    assert history(spark, gold).where("operation = 'WRITE'").count() == writes
+    assert (_merges(spark, ledger), _merges(spark, gold)) == (1, 1)
+    assert daily_revenue(spark, config) == _expected(config)
+
+
+def test_a_lake_counted_without_the_ledger_fills_it_from_where_the_stream_stands(spark, tmp_path):
+    """An earlier medallion kept gold without gold/revenue_purchases: the ledger is filled
+    once from the purchases the stream has read, and the stream resumes from its checkpoint."""
+    config = Config(landing=str(tmp_path / "landing"), lake=str(tmp_path / "lake"))
+    items = _items()
+    _land_and_run(spark, config, items[: len(items) // 2], batches=1)
+    ledger = config.table("gold/revenue_purchases")
+    counted = read_table(spark, ledger).count()
+    delta_table(spark, ledger).delete()  # as a lake from before the ledger has it
+    run_available_now(spark, config, REVENUE_FLOWS)
+    assert read_table(spark, ledger).count() == counted
+    # Gold recomputed from the filled ledger (a WRITE), not emptied to count afresh (a DELETE).
+    gold = config.table("gold/daily_revenue_by_country")
+    operations = [r.operation for r in history(spark, gold).collect()]
+    assert operations[0] == "WRITE" and "DELETE" not in operations
+    _land_and_run(spark, config, items[len(items) // 2 :], batches=1, first=2)
     assert daily_revenue(spark, config) == _expected(config)
 
 

@@ -28,7 +28,7 @@ def test_retail_is_found_by_registration_with_every_table_and_flow():
     assert [p.name for p in pipelines()] == PACKAGES
     (retail,) = pipelines(["retail"])
     assert [t.key for t in retail.tables][:2] == ["bronze/events", "silver/events"]
-    assert len(retail.tables) == 12
+    assert len(retail.tables) == 13
     tables = all_tables()
     assert len(tables) == sum(len(p.tables) for p in pipelines())  # no key declared twice
     # Every table a flow writes or reads is declared, and has exactly one writer.

@@ -49,6 +49,7 @@ def test_lineage_is_read_from_the_flows():
         "silver/customers_quarantine",
         "gold/customer_changes",
         "gold/daily_revenue_by_country",
+        "gold/revenue_purchases",
     ]
 
 

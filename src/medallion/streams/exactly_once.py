@@ -128,9 +128,16 @@ def written_in_log(
 
     Raises :class:`UnknownBatchWrites` when the log was cleaned up before an answer was found.
     """
+    return _tag_in_log(spark, table, tag, planned_ms)[0]
+
+
+def _tag_in_log(
+    spark: SparkSession, table: TableRef, tag: BatchTag, planned_ms: int | None
+) -> tuple[bool, int | None]:
+    """(whether ``tag`` is written, the version of the commit that carries exactly ``tag``)."""
     latest = committed_version(spark, table)
     if latest is None:
-        return False
+        return False, None
     for version in range(latest, -1, -1):
         try:
             actions = commit_actions(spark, table, version)
@@ -141,13 +148,14 @@ def written_in_log(
                 "the newer commits do not say. Restore the stream's checkpoint or reset the "
                 "layer (docs/operations.md)"
             ) from error
-        decision = _decision(commit_tags(actions), tag)
+        tags = commit_tags(actions)
+        decision = _decision(tags, tag)
         if decision is not None:
-            return decision
+            return decision, version if tags[tag.app_id] == tag.batch_id else None
         made = commit_timestamp(actions)
         if planned_ms is not None and made is not None and made < planned_ms - CLOCK_SKEW_MS:
-            return False
-    return False
+            return False, None
+    return False, None
 
 
 def written_in_history(
@@ -155,6 +163,12 @@ def written_in_history(
 ) -> bool:
     """:func:`written_in_log` through ``DESCRIBE HISTORY`` (a Spark job), for a log that cannot
     be read from here; it sees ``userMetadata`` tags only (``txn`` tags are Delta's to check)."""
+    return _tag_in_history(spark, table, tag, planned_ms)[0]
+
+
+def _tag_in_history(
+    spark: SparkSession, table: TableRef, tag: BatchTag, planned_ms: int | None
+) -> tuple[bool, int | None]:
     commits = history(spark, table).where(F.col("userMetadata").contains(BATCH_TAG_KEY))
     if planned_ms is not None:
         since = F.timestamp_millis(F.lit(planned_ms - CLOCK_SKEW_MS))
@@ -164,8 +178,9 @@ def written_in_history(
         tags = commit_tags([{"commitInfo": {"userMetadata": row["userMetadata"]}}])
         decision = _decision(tags, tag)
         if decision is not None:
-            return decision
-    return False
+            exact = tags[tag.app_id] == tag.batch_id
+            return decision, int(row["version"]) if exact else None
+    return False, None
 
 
 class BatchWrites:
@@ -208,14 +223,23 @@ class BatchWrites:
         """True when an earlier run of this batch committed its write of ``app_id`` to ``table``."""
         if not self.replay:
             return False
-        tag, planned = self.tag(app_id), self.planned_ms
-        if self._log_readable(table):
-            written = written_in_log(self.spark, table, tag, planned)
-        else:
-            written = written_in_history(self.spark, table, tag, planned)
+        written = self._tag_lookup(table, app_id)[0]
         if written:
             log.info("%s: batch %d was written before; not again", table.key, self.batch_id)
         return written
+
+    def commit_of(self, table: TableRef, app_id: str) -> int | None:
+        """The version of the commit that this batch's write of ``app_id`` made to ``table``
+        (in this run or an earlier one); None when it made none."""
+        return self._tag_lookup(table, app_id)[1]
+
+    def _tag_lookup(self, table: TableRef, app_id: str) -> tuple[bool, int | None]:
+        """(written, the version of the commit carrying exactly this batch's tag), from the
+        log when it can be read from here, else from the table's history."""
+        tag, planned = self.tag(app_id), self.planned_ms
+        if self._log_readable(table):
+            return _tag_in_log(self.spark, table, tag, planned)
+        return _tag_in_history(self.spark, table, tag, planned)
 
     def _delta_txn(self, table: TableRef, app_id: str) -> tuple[str, int] | None:
         """Delta's own tag as well, for a table whose log is not read from here."""

@@ -117,7 +117,7 @@ CUSTOMER_FLOWS: tuple[Flow, ...] = (
         "gold_daily_revenue_by_country",
         "gold",
         t.SILVER_EVENTS,
-        (t.DAILY_REVENUE_BY_COUNTRY,),
+        (t.DAILY_REVENUE_BY_COUNTRY, t.REVENUE_PURCHASES),
         revenue.start_gold_revenue,
         # The history's feed by default, silver/customers with revenue_country=at_processing.
         joins=(t.CUSTOMERS_HISTORY, t.SILVER_CUSTOMERS),

@@ -122,6 +122,18 @@ DAILY_REVENUE_BY_COUNTRY = Table(
     "purchases BIGINT NOT NULL",
     zorder=("event_date", "country"),
 )
+# Every purchase gold/daily_revenue_by_country counts, under the country it counts it under
+# (pipelines/retail/counted_purchases.py); its Change Data Feed is what gold adds.
+REVENUE_PURCHASES = Table(
+    "gold",
+    "revenue_purchases",
+    "event_id STRING NOT NULL, user_id STRING NOT NULL, event_timestamp TIMESTAMP NOT NULL, "
+    "event_date DATE NOT NULL, revenue DECIMAL(18,4), country STRING NOT NULL",
+    {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"},
+    # A changed customer's purchases are looked up by user_id; the MERGE key is event_id.
+    zorder=("user_id", "event_id"),
+    ledger=True,
+)
 
 TABLES = (
     BRONZE_EVENTS,
@@ -136,4 +148,5 @@ TABLES = (
     CUSTOMERS_QUARANTINE,
     CUSTOMER_CHANGES,
     DAILY_REVENUE_BY_COUNTRY,
+    REVENUE_PURCHASES,
 )

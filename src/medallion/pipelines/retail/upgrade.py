@@ -9,6 +9,7 @@ before the stream resumes and adds to both.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -41,17 +42,24 @@ def _version_files(spark: SparkSession, table: TableRef, version: int, count: in
     return added[:count]
 
 
-def rows_read(spark: SparkSession, silver: TableRef, position: DeltaPosition) -> DataFrame | None:
-    """The silver rows a Delta-source stream standing at ``position`` has read (None: none)."""
+def rows_read(
+    spark: SparkSession,
+    silver: TableRef,
+    position: DeltaPosition,
+    columns: Sequence[str] = _EVENT_COLUMNS,
+    stream: str = GOLD_HOURLY_STREAM,
+) -> DataFrame | None:
+    """The ``columns`` of the silver rows that the Delta-source stream ``stream``, standing at
+    ``position``, has read (None: none)."""
     if position.starting:
         if position.index < 0:
             return None
         if position.index >= _END_INDEX_FLOOR:
             return read_table(spark, silver, position.version)
         raise PipelineError(
-            f"stream '{GOLD_HOURLY_STREAM}' stopped half-way through its first snapshot of "
-            f"silver/events (version {position.version}), before gold/hourly_product_users "
-            "existed, so the users it counted cannot be listed: run "
+            f"stream '{stream}' stopped half-way through its first snapshot of "
+            f"silver/events (version {position.version}), before the table of what it "
+            "counted existed, so that cannot be listed: run "
             "`medallion reset --layer gold` to rebuild gold from silver"
         )
     rows = read_table(spark, silver, position.version - 1) if position.version > 0 else None
@@ -59,12 +67,12 @@ def rows_read(spark: SparkSession, silver: TableRef, position: DeltaPosition) ->
         return rows
     if silver.path is None:
         raise PipelineError(
-            f"stream '{GOLD_HOURLY_STREAM}' stopped inside silver/events version "
+            f"stream '{stream}' stopped inside silver/events version "
             f"{position.version}; run `medallion reset --layer gold` to rebuild gold from silver"
         )
     files = _version_files(spark, silver, position.version, position.index + 1)
-    partial = spark.read.parquet(*files).select(*_EVENT_COLUMNS)
-    return partial if rows is None else rows.select(*_EVENT_COLUMNS).unionByName(partial)
+    partial = spark.read.parquet(*files).select(*columns)
+    return partial if rows is None else rows.select(*columns).unionByName(partial)
 
 
 def backfill_hourly_users(spark: SparkSession, config: Config) -> None:
