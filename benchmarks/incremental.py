@@ -13,8 +13,9 @@ were, so a rerun measures the same thing.
 
 The *pipeline span* is read from the Delta logs: from the first bronze commit of the delivery
 to the last silver or gold commit. ``--large 10000000`` is the soak. Each run also checks what
-must hold whatever the history: one silver row per ``event_id``, and gold's totals equal to
-silver's rows aggregated afresh (read with ``deltalake``, no JVM).
+must hold whatever the history: one silver row per ``event_id``, gold's hourly totals equal to
+silver's rows aggregated afresh, and its daily revenue per day (over every country) equal to
+silver's purchases (read with ``deltalake``, no JVM).
 
 Prints one ``BENCH_RESULT`` line: per history size, the span, the process wall time, its peak
 RSS (Python and JVM), the history build's wall time and peak RSS, and the
@@ -68,8 +69,8 @@ def _medallion(args: list[str], log: Path) -> tuple[float, float]:
 
 
 # What a history lake built by medallion holds besides its tables; a lake built before the
-# current format is built again (here: the key indexes kept in the events' checkpoint).
-HISTORY_FORMAT = "3: key index runs kept as mapped .npy files"
+# current format is built again (here: one without the revenue stream's ledger).
+HISTORY_FORMAT = "4: the revenue ledger, gold/revenue_purchases"
 
 
 def history_lake(work: Path, events: int, log: Path) -> Path:
@@ -128,18 +129,42 @@ def _commit_times(lake: Path, before: dict[str, int]) -> dict[str, list[float]]:
     }
 
 
-def check_exact(lake: Path) -> dict:
-    """One silver row per event_id, and gold equal to silver aggregated afresh."""
+def _revenue_days_differing(lake: Path, silver_rows: list[dict]) -> int:
+    """The days whose revenue and purchases, summed over the countries of
+    ``gold/daily_revenue_by_country``, differ from silver's purchases of that day."""
     from deltalake import DeltaTable
 
+    wanted: dict = {}
+    for row in silver_rows:
+        if row["event_type"] == "purchase":
+            day = wanted.setdefault(row["event_date"], [Decimal(0), 0])
+            day[0] += row["revenue"] or Decimal(0)
+            day[1] += 1
+    actual: dict = {}
+    for row in (
+        DeltaTable(str(lake / "gold/daily_revenue_by_country")).to_pyarrow_table().to_pylist()
+    ):
+        day = actual.setdefault(row["event_date"], [Decimal(0), 0])
+        day[0] += row["revenue"]
+        day[1] += row["purchases"]
+    return sum(1 for day in wanted.keys() | actual.keys() if wanted.get(day) != actual.get(day))
+
+
+def check_exact(lake: Path) -> dict:
+    """One silver row per event_id; gold's hourly rows equal to silver aggregated afresh, and
+    its daily revenue, summed over countries, equal to silver's purchases per day."""
+    from deltalake import DeltaTable
+
+    columns = ["event_id", "event_type", "user_id", "product_id", "revenue", "event_timestamp"]
     silver = DeltaTable(str(lake / "silver/events")).to_pyarrow_table(
-        columns=["event_id", "event_type", "user_id", "product_id", "revenue", "event_timestamp"]
+        columns=[*columns, "event_date"]
     )
     ids = silver.column("event_id").to_pylist()
     duplicates = len(ids) - len(set(ids))
     expected: dict[tuple, list] = {}
     users: dict[tuple, set] = {}
-    for row in silver.to_pylist():
+    silver_rows = silver.to_pylist()
+    for row in silver_rows:
         hour = row["event_timestamp"].replace(minute=0, second=0, microsecond=0)
         key = (hour.replace(tzinfo=None), row["product_id"])
         totals = expected.setdefault(key, [0, 0, 0, Decimal(0)])
@@ -163,12 +188,14 @@ def check_exact(lake: Path) -> dict:
     differing = sum(
         1 for key in wanted.keys() | actual.keys() if wanted.get(key) != actual.get(key)
     )
+    revenue_differing = _revenue_days_differing(lake, silver_rows)
     return {
         "silver_rows": len(ids),
         "duplicate_event_ids": duplicates,
         "gold_rows": len(actual),
         "gold_rows_differing": differing,
-        "exact": duplicates == 0 and differing == 0,
+        "revenue_days_differing": revenue_differing,
+        "exact": duplicates == 0 and differing == 0 and revenue_differing == 0,
     }
 
 

@@ -71,10 +71,11 @@ def test_a_lake_of_the_old_layout_continues_without_reprocessing(spark, tmp_path
     (retail,) = pipelines(["retail"])
     assert {t.table for t in report.tables} <= {t.key for t in retail.tables}
     # Only retail had input or tables: no other pipeline's table appeared, and retail's kept
-    # their folders and checkpoints; the customer history, newer than that layout, was added.
+    # their folders and checkpoints; the customer history and the revenue stream's ledger,
+    # newer than that layout, were added.
     added = _folders(lake, ("bronze", "silver", "gold")) - tables_before
     assert tables_before <= _folders(lake, ("bronze", "silver", "gold"))
-    assert added == {"silver/customers_history"}
+    assert added == {"silver/customers_history", "gold/revenue_purchases"}
     assert checkpoints_before <= _folders(lake, ("_checkpoints",))
     for name, before in batches_before.items():
         after = _committed(checkpoints / name)
@@ -89,7 +90,9 @@ def test_a_lake_of_the_old_layout_continues_without_reprocessing(spark, tmp_path
     # The history was filled from the old lake's bronze once, then kept by the new batch.
     history = rows_in_order(read_table(spark, config.table("silver/customers_history")))
     assert history == expected_in_order(landed_changes(landing))
-    # Revenue counted the country known at processing time; it is recomputed once to count
-    # the country at purchase time (pipelines/retail/revenue.py).
+    # Revenue counted the country known at processing time; every purchase is counted again
+    # once, under the country at purchase time, into the ledger (pipelines/retail/revenue.py).
     changes = landed_changes(landing)
     assert daily_revenue(spark, config) == expected_revenue_at_purchase(expected.silver, changes)
+    purchases = sorted(k for k, e in expected.silver.items() if e["event_type"] == "purchase")
+    assert sorted(r["event_id"] for r in rows_of(config, "gold/revenue_purchases")) == purchases
