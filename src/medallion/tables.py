@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
 from medallion.config import Config
 from medallion.delta_log import COMMIT_FILE, committed_version, latest_checksum
@@ -188,7 +188,11 @@ def allow_deletes(spark: SparkSession, table: TableRef) -> None:
 
 def append_rows(spark: SparkSession, table: TableRef, rows: list[dict], columns: str) -> None:
     """Append plain rows (dicts) with this DDL schema to an existing table."""
-    writer = spark.createDataFrame(rows, columns).write.format("delta").mode("append")
+    save(spark.createDataFrame(rows, columns).write.format("delta").mode("append"), table)
+
+
+def save(writer: DataFrameWriter, table: TableRef) -> None:
+    """Run a Delta batch write to the table: by path locally, by name in Unity Catalog."""
     if table.path is not None:
         writer.save(table.path)
     else:

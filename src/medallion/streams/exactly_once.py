@@ -51,7 +51,7 @@ from medallion.streams.sinks import (
     merge_into,
     transaction_app_id,
 )
-from medallion.tables import delta_table, history
+from medallion.tables import delta_table, history, save
 
 log = logging.getLogger(__name__)
 
@@ -291,10 +291,7 @@ class BatchWrites:
         txn = self._delta_txn(table, app_id)
         if txn is not None:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
-        if table.path is not None:
-            writer.save(table.path)
-        else:
-            writer.saveAsTable(table.qualified_name)
+        save(writer, table)
         return True
 
     @contextmanager

@@ -18,6 +18,7 @@ from medallion.sql_names import TableRef
 from medallion.storage import read_text
 from medallion.streams.checkpoints import discard_abandoned_writes
 from medallion.streams.sources import delta_stream, input_lines
+from medallion.tables import save
 from medallion.transforms.bronze import to_bronze
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -100,10 +101,7 @@ def append_batch(
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
     if user_metadata is not None:
         writer = writer.option("userMetadata", user_metadata)
-    if table.path is not None:
-        writer.save(table.path)
-    else:
-        writer.saveAsTable(table.qualified_name)
+    save(writer, table)
 
 
 def merge_into(

@@ -45,7 +45,7 @@ from medallion.storage import delete_folder
 from medallion.streams.checkpoint_files import delta_position
 from medallion.streams.exactly_once import ReplayGuard
 from medallion.streams.sinks import append_batch, transaction_app_id
-from medallion.tables import delta_table, holds_data, read_commit_changes, read_table
+from medallion.tables import delta_table, holds_data, read_commit_changes, read_table, save
 from medallion.transforms.history import History
 
 log = logging.getLogger(__name__)
@@ -229,11 +229,7 @@ def fill_ledger(spark: SparkSession, config: Config, checkpoint: str) -> None:
     attributed = enrich_purchases_at_purchase(purchases, customer_changes(spark, config))
     counted = attributed.select(*REVENUE_PURCHASES.columns).persist()
     try:
-        writer = daily_revenue_by_country(counted).write.format("delta").mode("overwrite")
-        if gold.path is not None:
-            writer.save(gold.path)
-        else:
-            writer.saveAsTable(gold.qualified_name)
+        save(daily_revenue_by_country(counted).write.format("delta").mode("overwrite"), gold)
         append_batch(counted, ledger)
     finally:
         counted.unpersist()

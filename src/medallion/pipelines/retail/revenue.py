@@ -117,9 +117,11 @@ def start_gold_revenue(
 ) -> StreamingQuery:
     """Start ``gold_daily_revenue_by_country`` with the meaning ``revenue_country`` chooses.
 
-    A checkpoint of the at_processing stream (a lake from before the history) is set aside
-    when the at_purchase stream starts: its first batch recomputes every day from silver. The
-    other way is refused, since an additive stream cannot start on recomputed rows.
+    A lake counted by the at_processing stream (from before the history) is counted again
+    when the at_purchase stream starts: gold, its ledger and the checkpoint are emptied, and
+    the first batch counts every purchase of silver. A lake counted before the ledger gets it
+    filled once (counted_purchases.py). The other way is refused, since an additive stream
+    cannot start on rows counted at purchase time.
     """
     checkpoint = config.checkpoint(flow.name)
     sources = source_count(checkpoint)
