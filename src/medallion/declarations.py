@@ -20,6 +20,9 @@ from medallion.pipeline_settings import AnySetting
 from medallion.sql_names import validate_identifier
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from medallion.config import Config
     from medallion.contract_rules import Contract
     from medallion.subjects import Subjects
 
@@ -169,8 +172,9 @@ class Flow:
     ``fuses`` others also takes ``fused=``, the names of those it carries).
 
     ``batch`` is the batch factory of a flow that hands each micro-batch of its Delta source to
-    a ``foreachBatch`` function: ``batch(config, checkpoint, stream=None)`` makes the function
-    (``stream`` names another writer that runs it, such as a quarantine replay). Such a flow
+    a ``foreachBatch`` function: ``batch(config, flow, checkpoint, stream=None)`` makes the
+    function, given the flow itself, whose name it writes as unless ``stream`` names another
+    writer that runs it (a quarantine replay); :meth:`batch_function` calls it. Such a flow
     needs no ``start``: the engine starts it from its source.
     """
 
@@ -189,6 +193,15 @@ class Flow:
         validate_identifier(self.name, "stream name")
         if self.start is None and (self.batch is None or isinstance(self.source, Landing)):
             raise ValueError(f"flow {self.name!r}: give it a start, or a batch and a Delta source")
+
+    def batch_function(
+        self, config: Config, checkpoint: str, stream: str | None = None
+    ) -> Callable[[DataFrame, int], None]:
+        """This flow's ``foreachBatch`` function, keeping its state under ``checkpoint`` and
+        writing as ``stream`` (default: the flow's own name)."""
+        if self.batch is None:
+            raise ValueError(f"flow {self.name!r} declares no batch")
+        return self.batch(config, self, checkpoint, stream)
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -10,7 +10,8 @@ from decimal import Decimal
 
 import pytest
 
-from medallion.pipelines.retail.revenue import gold_revenue_batch
+from medallion.pipelines.retail.revenue import RevenueAtProcessing
+from medallion.streams.flows import flow
 from medallion.streams.sinks import merge_into
 from medallion.tables import ensure_tables, read_table
 
@@ -30,7 +31,9 @@ def test_stream_merges_and_batch_upserts_on_one_table_both_land_exactly(
 ):
     ensure_tables(spark, config)
     gold = config.table("gold/daily_revenue_by_country")
-    stream_batch = gold_revenue_batch(config, _checkpoint(tmp_path / "cp"))
+    stream_batch = RevenueAtProcessing(
+        config, flow("gold_daily_revenue_by_country"), _checkpoint(tmp_path / "cp")
+    )
     day = dt.date(2026, 11, 20)
     errors: list[BaseException] = []
     start = threading.Barrier(2)

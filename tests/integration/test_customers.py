@@ -23,7 +23,7 @@ from medallion.generate import FaultRates, write_file_atomically
 from medallion.pipelines.retail.contract import CUSTOMER_FIELDS
 from medallion.pipelines.retail.customers import silver_customers_batch
 from medallion.pipelines.retail.generator import generate
-from medallion.pipelines.retail.revenue import gold_revenue_batch
+from medallion.pipelines.retail.revenue import RevenueAtProcessing
 from medallion.streams.flows import flow
 from medallion.streams.runner import run_available_now
 from medallion.tables import ensure_tables, read_table
@@ -232,7 +232,7 @@ def _checkpoint(path):
 
 def test_a_batch_without_a_delete_writes_no_tombstones_commit(spark, config, tmp_path):
     ensure_tables(spark, config)
-    process = silver_customers_batch(config, _checkpoint(tmp_path / "s"))
+    process = silver_customers_batch(config, flow("silver_customers"), _checkpoint(tmp_path / "s"))
     tombstones, customers = (
         config.table(k) for k in ("silver/customer_tombstones", "silver/customers")
     )
@@ -255,7 +255,7 @@ def test_a_batch_without_a_delete_writes_no_tombstones_commit(spark, config, tmp
 
 def test_replayed_customer_and_revenue_batches_change_nothing(spark, config, tmp_path):
     ensure_tables(spark, config)
-    process = silver_customers_batch(config, _checkpoint(tmp_path / "s"))
+    process = silver_customers_batch(config, flow("silver_customers"), _checkpoint(tmp_path / "s"))
     batch = _bronze_changes(
         spark, [change("c1", "INSERT", 1), change("c1", "DELETE", 2), "oops"]
     ).localCheckpoint()
@@ -271,7 +271,9 @@ def test_replayed_customer_and_revenue_batches_change_nothing(spark, config, tmp
     ) == versions
     assert len(rows_of(config, "silver/customers_quarantine")) == 1
 
-    revenue = gold_revenue_batch(config, _checkpoint(tmp_path / "g"))
+    revenue = RevenueAtProcessing(
+        config, flow("gold_daily_revenue_by_country"), _checkpoint(tmp_path / "g")
+    )
     events = spark.createDataFrame(
         [("e1", "purchase", "c9", Decimal("2.5"), __import__("datetime").date(2026, 11, 20))],
         "event_id string, event_type string, user_id string, revenue decimal(18,4), event_date date",

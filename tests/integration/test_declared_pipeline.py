@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from medallion.cli import main
-from medallion.pipelines import register, unregister
+from medallion.pipelines import registered
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
@@ -28,10 +28,9 @@ PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
 def meters():
     sys.path.insert(0, str(PIPELINES))
     try:
-        module = importlib.import_module("meters")
-        yield register(module.METERS)
+        with registered(importlib.import_module("meters").METERS) as pipeline:
+            yield pipeline
     finally:
-        unregister("meters")
         sys.path.remove(str(PIPELINES))
 
 

@@ -147,15 +147,17 @@ def test_a_batch_replayed_after_silver_committed_adds_its_rows_to_gold_once(
 
     monkeypatch.setattr(events, "write_gold", crash)
     with pytest.raises(RuntimeError, match="killed"):
-        EventsBatch(config, str(checkpoint))(lines, 0)
+        EventsBatch(config, "bronze_events", str(checkpoint))(lines, 0)
     assert len(rows_of(config, "silver/events")) > 0
     assert len(rows_of(config, "gold/hourly_product_metrics")) == 0
 
     # The same batch again, as the restarted query replays it: silver's append is skipped by
     # its transaction version, and gold adds the rows that append inserted.
     monkeypatch.setattr(events, "write_gold", real_write_gold)
-    EventsBatch(config, str(checkpoint))(lines, 0)
-    EventsBatch(config, str(checkpoint))(lines, 0)  # and once more: nothing changes
+    EventsBatch(config, "bronze_events", str(checkpoint))(lines, 0)
+    EventsBatch(config, "bronze_events", str(checkpoint))(
+        lines, 0
+    )  # and once more: nothing changes
     expected = expected_from(landing)
     assert_lake_matches(spark, config, expected)
 

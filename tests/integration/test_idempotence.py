@@ -7,8 +7,9 @@ import json
 from lake_checks import rows_of
 from pyspark.sql import functions as F
 
-from medallion.pipelines.retail.catch_up import gold_hourly_batch, silver_events_batch
+from medallion.pipelines.retail.catch_up import GoldHourlyBatch, SilverEventsBatch
 from medallion.pipelines.retail.contract import EVENT_FIELDS
+from medallion.streams.flows import flow
 from medallion.streams.sinks import TXN_APP_ID, TXN_VERSION, append_batch, idempotent_writes
 from medallion.tables import ensure_tables, read_table
 from medallion.transforms.bronze import to_bronze
@@ -37,7 +38,7 @@ def _bronze_batch(spark):
 
 def test_silver_batch_replayed_with_the_same_id_changes_nothing(spark, config, tmp_path):
     ensure_tables(spark, config)
-    process = silver_events_batch(config, _fake_checkpoint(tmp_path / "cp"))
+    process = SilverEventsBatch(config, flow("silver_events"), _fake_checkpoint(tmp_path / "cp"))
     batch = _bronze_batch(spark)
     process(batch, 0)
     process(batch, 0)  # the replay after a crash between the writes and the checkpoint commit
@@ -67,9 +68,13 @@ def test_txn_app_id_and_version_skip_a_repeated_append(spark, config):
 
 def test_gold_batch_replay_adds_nothing_twice(spark, config, tmp_path):
     ensure_tables(spark, config)
-    silver_process = silver_events_batch(config, _fake_checkpoint(tmp_path / "s"))
+    silver_process = SilverEventsBatch(
+        config, flow("silver_events"), _fake_checkpoint(tmp_path / "s")
+    )
     silver_process(_bronze_batch(spark), 0)
-    gold_process = gold_hourly_batch(config, _fake_checkpoint(tmp_path / "g"))
+    gold_process = GoldHourlyBatch(
+        config, flow("gold_hourly_product_metrics"), _fake_checkpoint(tmp_path / "g")
+    )
     silver_batch = read_table(spark, config.table("silver/events"))
     gold_process(silver_batch, 0)
     first = rows_of(config, "gold/hourly_product_metrics")

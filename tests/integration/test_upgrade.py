@@ -8,6 +8,8 @@ from medallion.pipelines.retail.upgrade import rows_read
 from medallion.streams.checkpoint_files import DeltaPosition
 from medallion.tables import read_table
 
+GOLD = "gold_hourly_product_metrics"  # the stream that read silver
+
 
 def test_a_stream_stopped_inside_a_version_read_its_first_files(spark, tmp_path):
     """A Delta source's offset (v, i): every version before v, and the first i + 1 data files
@@ -27,10 +29,14 @@ def test_a_stream_stopped_inside_a_version_read_its_first_files(spark, tmp_path)
         if path not in read_table(spark, silver, 0).inputFiles()
     ]
     assert len(added) == 2
-    whole = rows_read(spark, silver, DeltaPosition(version=1, index=-1, starting=False))
+    whole = rows_read(
+        spark, silver, DeltaPosition(version=1, index=-1, starting=False), stream=GOLD
+    )
     assert sorted(r.user_id for r in whole.collect()) == ["u0", "u1"]
-    first_file = rows_read(spark, silver, DeltaPosition(version=1, index=0, starting=False))
+    first_file = rows_read(
+        spark, silver, DeltaPosition(version=1, index=0, starting=False), stream=GOLD
+    )
     got = sorted(r.user_id for r in first_file.collect())
     assert got[:2] == ["u0", "u1"] and len(got) == 4
-    both = rows_read(spark, silver, DeltaPosition(version=2, index=-1, starting=False))
+    both = rows_read(spark, silver, DeltaPosition(version=2, index=-1, starting=False), stream=GOLD)
     assert sorted(r.user_id for r in both.collect()) == [f"u{i}" for i in range(6)]

@@ -21,7 +21,7 @@ from medallion.declarations import (
     Table,
 )
 from medallion.pipelines import register
-from medallion.streams.exactly_once import merging_batches
+from medallion.streams.exactly_once import MergingBatches
 from medallion.streams.sinks import Trigger, start_append, start_delta_foreach_batch
 from medallion.streams.sources import input_lines
 from medallion.transforms.bronze import to_bronze
@@ -74,11 +74,9 @@ def newest_per_meter(batch: DataFrame) -> DataFrame:
 
 
 # Merged over an older reading only.
-latest_batch = merging_batches(
-    "gold_meter_latest",
-    LATEST.key,
+latest_batch = MergingBatches(
     newest_per_meter,
-    ["meter_id"],
+    ("meter_id",),
     "WHEN MATCHED AND s.read_at > t.read_at THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
 )
 
@@ -86,9 +84,7 @@ latest_batch = merging_batches(
 def start_latest(
     spark: SparkSession, config: Config, flow: Flow, trigger: Trigger
 ) -> StreamingQuery:
-    return start_delta_foreach_batch(
-        spark, config, trigger, flow.name, flow.source.key, latest_batch
-    )
+    return start_delta_foreach_batch(spark, config, flow, trigger, latest_batch)
 
 
 METERS = register(

@@ -45,7 +45,7 @@ def event(event_id: str, user_id: str) -> str:
 
 
 def silver_rows(bronze):
-    """What ``silver_events_batch`` MERGEs for one micro-batch of bronze."""
+    """What ``SilverEventsBatch`` MERGEs for one micro-batch of bronze."""
     return deduplicate_events(valid_events(validate_events(bronze)))
 
 

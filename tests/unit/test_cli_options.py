@@ -84,7 +84,7 @@ def test_each_declared_dataset_gets_a_topic_flag_and_a_size_flag():
     import sys
     from pathlib import Path
 
-    from medallion.pipelines import register, unregister
+    from medallion.pipelines import registered
     from medallion.run_command import topic_arguments
 
     kafka = ["run", "--lake", "/l", "--source", "kafka", "--kafka-bootstrap", "h:1"]
@@ -102,11 +102,10 @@ def test_each_declared_dataset_gets_a_topic_flag_and_a_size_flag():
     try:
         from meters import METERS
 
-        register(METERS)
-        args = build_parser().parse_args([*kafka, "--meter-readings-topic", "plant.meters"])
-        assert topic_arguments(args)["meter_readings"] == "plant.meters"
+        with registered(METERS):
+            args = build_parser().parse_args([*kafka, "--meter-readings-topic", "plant.meters"])
+            assert topic_arguments(args)["meter_readings"] == "plant.meters"
     finally:
-        unregister("meters")
         sys.path.pop(0)
 
 

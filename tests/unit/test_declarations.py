@@ -10,7 +10,8 @@ import pytest
 from medallion.config import Config
 from medallion.declarations import Flow, Landing, Pipeline, Table, View
 from medallion.ops.lineage import mermaid
-from medallion.pipelines import all_flows, all_tables, pipelines, register
+from medallion.pipelines import all_flows, all_tables, pipelines, register, registered
+from medallion.streams.flows import flow as flow_named
 
 # The pipelines medallion ships: one package each, found by registration (a new folder is a
 # new pipeline; no list to edit).
@@ -81,6 +82,24 @@ def test_the_registry_refuses_collisions_and_undeclared_tables():
         pipelines(["nope"])
     with pytest.raises(ValueError, match="unknown layer"):
         Table("platinum", "x", "v INT")
+
+
+def test_a_pipeline_registered_for_a_block_is_forgotten_after_it_and_discovered_ones_stay():
+    readings = Table("bronze", "trial_readings", "value STRING")
+    trial = Pipeline(
+        "trial",
+        (readings,),
+        (Flow("bronze_trial", "bronze", Landing("trial"), (readings,), _start),),
+    )
+    with pytest.raises(RuntimeError), registered(trial):
+        assert [p.name for p in pipelines()] == sorted([*PACKAGES, "trial"])
+        assert flow_named("bronze_trial").source == Landing("trial")
+        raise RuntimeError("the block fails")
+    assert [p.name for p in pipelines()] == PACKAGES
+    (iot,) = pipelines(["iot"])
+    with registered(iot):  # a discovered pipeline is the process's: it stays registered
+        pass
+    assert [p.name for p in pipelines()] == PACKAGES
 
 
 def test_a_view_reads_declared_tables_and_is_a_chart_or_a_table():

@@ -370,7 +370,7 @@ class _Erasure:
             valid = replay.validate(candidates).where(F.col("reason").isNull())
             rows = candidates.join(valid.select(*IDENTITY).distinct(), list(IDENTITY), "left_semi")
             checkpoint = self._checkpoint(flow.name)
-            flow.batch(self.config, checkpoint, stream=f"erasure_{flow.name}")(
+            flow.batch_function(self.config, checkpoint, f"erasure_{flow.name}")(
                 rows, self.erasure_id
             )
             silver_rows = read_table(self.spark, self._ref(silver))

@@ -341,10 +341,9 @@ class _Replay:
             first = planned.agg(F.unix_millis(F.min("recorded_at"))).first()[0]
             plan_batch(self.spark, self.checkpoint, REPLAY_QUERY_ID, replay_id, int(first))
         stream = f"replay_{self.flow.name}"
-        self.flow.batch(self.config, self.checkpoint, stream=stream)(bronze_rows, replay_id)
-        for flow in self.also:  # the same change records' history
-            assert flow.batch is not None  # declarations refuse one without a batch
-            flow.batch(self.config, self.checkpoint, stream=f"replay_{flow.name}")(
+        self.flow.batch_function(self.config, self.checkpoint, stream)(bronze_rows, replay_id)
+        for flow in self.also:  # the same change records' history (each declares a batch)
+            flow.batch_function(self.config, self.checkpoint, f"replay_{flow.name}")(
                 bronze_rows, replay_id
             )
         pause_point("quarantine_replay:promoted")  # crash tests only

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
@@ -30,6 +31,8 @@ _REGISTERED: dict[str, Pipeline] = {}
 # The folder of the package that declares each discovered pipeline.
 _FOLDERS: dict[str, Path] = {}
 _discovered = False
+# The names of the pipelines found by discovery: the process's, whatever a test registers.
+_DISCOVERED: set[str] = set()
 
 
 def register(pipeline: Pipeline) -> Pipeline:
@@ -61,20 +64,21 @@ def _discover() -> None:
     if not _discovered:
         _discovered = True
         for module in pkgutil.iter_modules(__path__):
-            _note_folder(importlib.import_module(f"{__name__}.{module.name}"))
+            _note_module(importlib.import_module(f"{__name__}.{module.name}"))
         for name in os.environ.get(EXTRA_PIPELINES_VARIABLE, "").split(","):
             if name.strip():
-                _note_folder(importlib.import_module(name.strip()))
+                _note_module(importlib.import_module(name.strip()))
 
 
-def _note_folder(module: ModuleType) -> None:
-    """Remember the folder of ``module``, a package, for each pipeline it declares (a pipeline
-    declared in a module of its own has no folder of its own)."""
+def _note_module(module: ModuleType) -> None:
+    """Remember the pipelines ``module`` declares as discovered, and, for a package, its folder
+    for each (a pipeline declared in a module of its own has no folder of its own)."""
+    declared = [v for v in vars(module).values() if isinstance(v, Pipeline)]
+    _DISCOVERED.update(p.name for p in declared)
     if not getattr(module, "__path__", None) or not getattr(module, "__file__", None):
         return
-    for value in vars(module).values():
-        if isinstance(value, Pipeline):
-            _FOLDERS.setdefault(value.name, Path(module.__file__).resolve().parent)
+    for pipeline in declared:
+        _FOLDERS.setdefault(pipeline.name, Path(module.__file__).resolve().parent)
 
 
 def pipeline_folder(name: str) -> Path | None:
@@ -91,6 +95,24 @@ def pipeline_folder(name: str) -> Path | None:
 def unregister(name: str) -> None:
     """Forget the pipeline ``name`` (a notebook's or a test's own), if it is registered."""
     _REGISTERED.pop(name, None)
+
+
+@contextmanager
+def registered(pipeline: Pipeline) -> Iterator[Pipeline]:
+    """``pipeline`` registered for the block only (a test's or a notebook's trial), forgotten
+    after it, whatever the block raises.
+
+    The registry is the process's, not a context variable's: a stream calls its batches on
+    Py4J's callback threads, which do not inherit the caller's context, and a batch looks up
+    declarations (a table's schema: streams/table_schema.py).
+    """
+    _discover()
+    register(pipeline)
+    try:
+        yield pipeline
+    finally:
+        if pipeline.name not in _DISCOVERED:  # one a module registered as it was imported too
+            unregister(pipeline.name)
 
 
 def pipelines(names: Sequence[str] = ()) -> list[Pipeline]:

@@ -28,6 +28,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
@@ -35,6 +36,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.declarations import Flow
 from medallion.delta_log import (
     BATCH_TAG_KEY,
     commit_actions,
@@ -45,7 +47,6 @@ from medallion.delta_log import (
 from medallion.sql_names import TableRef
 from medallion.storage import list_names, read_text, write_text
 from medallion.streams.sinks import (
-    BatchFactory,
     append_batch,
     idempotent_writes,
     merge_into,
@@ -329,28 +330,42 @@ class ReplayGuard:
         self._completed = batch_id
 
 
-def merging_batches(
-    stream_name: str,
-    table_key: str,
-    rows: Callable[[DataFrame], DataFrame],
-    keys: Sequence[str],
-    clauses: str,
-) -> BatchFactory:
-    """The batch factory of a stream that MERGEs ``rows(batch)`` into one table on ``keys``
-    with ``clauses``, once per batch: a batch replayed after a crash merges nothing twice."""
+@dataclass(frozen=True)
+class MergingBatches:
+    """The batch factory of a flow that MERGEs ``rows(batch)`` into the one table it writes,
+    on ``keys`` with ``clauses``, once per batch: a batch replayed after a crash merges nothing
+    twice.
 
-    def make_batch(
-        config: Config, checkpoint: str, stream: str | None = None
-    ) -> Callable[[DataFrame, int], None]:
-        table = config.table(table_key)
-        app_id = transaction_app_id(stream or stream_name, checkpoint)
-        guard = ReplayGuard(checkpoint)
+    Example::
 
-        def process(batch: DataFrame, batch_id: int) -> None:
-            spark = batch.sparkSession
-            with guard.batch(spark, batch_id) as writes:
-                writes.merge(table, rows(batch), keys, clauses, app_id(spark))
+        status_batch = MergingBatches(latest_per_device, ("device_id",), NEWER_WINS)
+        Flow("gold_device_status", "gold", SILVER, (STATUS,), batch=status_batch)
+    """
 
-        return process
+    rows: Callable[[DataFrame], DataFrame]
+    keys: tuple[str, ...]
+    clauses: str
 
-    return make_batch
+    def __call__(
+        self, config: Config, flow: Flow, checkpoint: str, stream: str | None = None
+    ) -> MergingBatch:
+        (table,) = flow.outputs
+        app_id = transaction_app_id(stream or flow.name, checkpoint)
+        return MergingBatch(self, config.table(table.key), app_id, ReplayGuard(checkpoint))
+
+
+@dataclass(frozen=True)
+class MergingBatch:
+    """The ``foreachBatch`` function of one stream of a :class:`MergingBatches` flow."""
+
+    merging: MergingBatches
+    table: TableRef
+    app_id: Callable[[SparkSession], str]
+    guard: ReplayGuard
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        merging = self.merging
+        with self.guard.batch(spark, batch_id) as writes:
+            rows = merging.rows(batch)
+            writes.merge(self.table, rows, merging.keys, merging.clauses, self.app_id(spark))

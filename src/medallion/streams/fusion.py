@@ -127,6 +127,7 @@ def feed_fused(
     for feed in feeds:
         if folder_exists(spark, config.checkpoint(feed.name)):
             continue
-        assert feed.batch is not None  # declarations refuse a feed without a batch
-        batch = feed.batch(config, checkpoint_of(feed.name), stream=f"{stream_prefix}_{feed.name}")
+        batch = feed.batch_function(
+            config, checkpoint_of(feed.name), f"{stream_prefix}_{feed.name}"
+        )
         batch(inserted(), batch_id)

@@ -197,27 +197,34 @@ def start_foreach_batch(
     )
 
 
-# (config, checkpoint[, stream]) -> the foreachBatch function; ``stream`` names another writer
-# than the flow that runs the same batch (a quarantine replay).
+# A flow's batch factory: (config, flow, checkpoint, stream=None) -> its foreachBatch function;
+# ``stream`` names another writer than the flow that runs the same batch (a quarantine replay).
 BatchFactory = Callable[..., Callable[[DataFrame, int], None]]
 
 
 def start_delta_foreach_batch(
     spark: SparkSession,
     config: Config,
+    flow: Flow,
     trigger: Trigger,
-    stream_name: str,
-    source_table: str,
-    make_batch: BatchFactory,
+    make_batch: BatchFactory | None = None,
 ) -> StreamingQuery:
-    """Start the named stream: a Delta source read with that stream's options, handed to the
-    ``foreachBatch`` function ``make_batch(config, checkpoint)``, with its own checkpoint."""
-    checkpoint = config.checkpoint(stream_name)
+    """Start ``flow``'s stream: its Delta source read with that stream's options, handed to
+    its ``foreachBatch`` function (made by ``make_batch``, default its declared batch), with
+    its own checkpoint."""
+    assert isinstance(flow.source, Table)
+    checkpoint = config.checkpoint(flow.name)
     source = delta_stream(
-        spark, config.table(source_table), config.source_options(stream_name), checkpoint=checkpoint
+        spark,
+        config.table(flow.source.key),
+        config.source_options(flow.name),
+        checkpoint=checkpoint,
     )
-    process = make_batch(config, checkpoint)
-    return start_foreach_batch(source, process, checkpoint, trigger, stream_name)
+    if make_batch is None:
+        process = flow.batch_function(config, checkpoint)
+    else:
+        process = make_batch(config, flow, checkpoint)
+    return start_foreach_batch(source, process, checkpoint, trigger, flow.name)
 
 
 def start_flow(
@@ -226,10 +233,7 @@ def start_flow(
     """Start one flow's stream: through its ``start``, or, for a flow that declares only its
     batch, a Delta source read handed to that batch. A head carries the members ``fused``."""
     if flow.start is None:
-        assert flow.batch is not None and isinstance(flow.source, Table)
-        return start_delta_foreach_batch(
-            spark, config, trigger, flow.name, flow.source.key, flow.batch
-        )
+        return start_delta_foreach_batch(spark, config, flow, trigger)
     if flow.fuses:
         return flow.start(spark, config, flow, trigger, fused=fused)
     return flow.start(spark, config, flow, trigger)

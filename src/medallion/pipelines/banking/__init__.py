@@ -94,7 +94,7 @@ BANKING = register(
                 t.BRONZE_TRANSACTIONS,
                 (t.SILVER_TRANSACTIONS, t.TRANSACTIONS_QUARANTINE),
                 joins=(t.SILVER_ACCOUNTS,),
-                batch=batches.transactions_batch,
+                batch=batches.TransactionsBatch,
             ),
             Flow(
                 "gold_fraud_alerts",

@@ -36,7 +36,7 @@ IOT = register(
                 "silver",
                 t.BRONZE,
                 (t.SILVER, t.QUARANTINE),
-                batch=batches.silver_batch,
+                batch=batches.ReadingsBatch,
             ),
             Flow("gold_device_status", "gold", t.SILVER, (t.STATUS,), batch=batches.status_batch),
             Flow(

@@ -50,7 +50,6 @@ from medallion.transforms.history import History
 
 log = logging.getLogger(__name__)
 
-STREAM = "gold_daily_revenue_by_country"
 PURCHASE_COLUMNS = ("event_id", "user_id", "event_timestamp", "event_date", "revenue")
 _COUNT = """
     WHEN MATCHED AND t.country <> s.country THEN UPDATE SET t.country = s.country
@@ -148,11 +147,11 @@ class RevenueAtPurchase:
     and move the ones its customer changes move, in the ledger, then add the ledger commit's
     change feed to gold; once per batch."""
 
-    def __init__(self, config: Config, checkpoint: str) -> None:
+    def __init__(self, config: Config, stream: str, checkpoint: str) -> None:
         self.ledger = config.table(REVENUE_PURCHASES.key)
         self.gold = config.table(DAILY_REVENUE_BY_COUNTRY.key)
         self.config = config
-        self.app_id = transaction_app_id(STREAM, checkpoint)
+        self.app_id = transaction_app_id(stream, checkpoint)
         self.guard = ReplayGuard(checkpoint)
 
     def __call__(self, inputs: DataFrame, batch_id: int) -> None:
@@ -196,7 +195,7 @@ def start_counting_afresh(spark: SparkSession, config: Config, checkpoint: str) 
     delete_folder(spark, checkpoint)
 
 
-def fill_ledger(spark: SparkSession, config: Config, checkpoint: str) -> None:
+def fill_ledger(spark: SparkSession, config: Config, stream: str, checkpoint: str) -> None:
     """Give a lake whose gold was counted without the ledger (an earlier medallion) its
     ledger, once: the purchases the stream has read, under the country at the time of each,
     and gold recomputed from them. Gold first and the ledger last, so that a crash half-way
@@ -212,15 +211,15 @@ def fill_ledger(spark: SparkSession, config: Config, checkpoint: str) -> None:
     ):
         position = None  # the checkpoint's first source is not this silver table
     try:
-        rows = None if position is None else rows_read(spark, silver, position, stream=STREAM)
+        rows = None if position is None else rows_read(spark, silver, position, stream=stream)
     except PipelineError:  # stopped inside its first snapshot: what it read cannot be listed
         rows, position = None, None
     if position is None:
-        log.warning("%s: no ledger to continue from; counting every purchase again", STREAM)
+        log.warning("%s: no ledger to continue from; counting every purchase again", stream)
         start_counting_afresh(spark, config, checkpoint)
         return
     log.info(
-        "%s: filling %s from silver/events up to version %d", STREAM, ledger.key, position.version
+        "%s: filling %s from silver/events up to version %d", stream, ledger.key, position.version
     )
     if rows is None:  # the stream has read nothing yet: gold counts nothing
         _empty(spark, gold)

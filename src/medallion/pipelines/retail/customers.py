@@ -9,12 +9,13 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.config import Config
 from medallion.declarations import Flow
 from medallion.erasure_log import erased_versions
+from medallion.pipelines.retail import tables as t
 from medallion.pipelines.retail.contract import CUSTOMER_CHANGES
 from medallion.pipelines.retail.transforms.customers import (
     CUSTOMERS,
     validate_changes,
 )
-from medallion.streams.apply_changes import apply_changes_batches
+from medallion.streams.apply_changes import ApplyChanges
 from medallion.streams.apply_history import KeptHistory
 from medallion.streams.sinks import Trigger, start_append
 from medallion.streams.sources import delta_stream
@@ -23,19 +24,18 @@ CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
 # Every version of every customer, and the setting that names the columns it tracks.
-KEPT_HISTORY = KeptHistory("silver/customers_history", "bronze/customers", "track_history_columns")
+KEPT_HISTORY = KeptHistory(t.CUSTOMERS_HISTORY.key, t.BRONZE_CUSTOMERS.key, "track_history_columns")
 
-# The foreachBatch function of ``silver_customers``: customer changes applied by a
+# The batch factory of ``silver_customers``: customer changes applied by a
 # sequence-aware MERGE, deletes included (streams/apply_changes.py), and every version of every
 # customer kept in silver/customers_history (streams/apply_history.py).
-silver_customers_batch = apply_changes_batches(
-    "silver_customers",
+silver_customers_batch = ApplyChanges(
     CUSTOMERS,
     CUSTOMER_CHANGES,
     validate_changes,
-    "silver/customers",
-    "silver/customer_tombstones",
-    "silver/customers_quarantine",
+    t.SILVER_CUSTOMERS,
+    t.CUSTOMER_TOMBSTONES,
+    t.CUSTOMERS_QUARANTINE,
     KEPT_HISTORY,
 )
 

@@ -63,13 +63,8 @@ from medallion.transforms.bronze import raw_lines
 
 log = logging.getLogger(__name__)
 
-# The stages of the events pipeline, in order; the stream of each when it runs alone.
+# The stages of the events pipeline, in order: bronze's flow, then the flows it fuses.
 STAGES = LAYERS
-STAGE_STREAMS = {
-    "bronze": "bronze_events",
-    "silver": "silver_events",
-    "gold": "gold_hourly_product_metrics",
-}
 
 # Gold's row plus the batch's increments: silver only ever inserts, so every metric adds up.
 _ADD_METRICS = (
@@ -249,6 +244,7 @@ class EventsBatch:
     def __init__(
         self,
         config: Config,
+        stream: str,
         checkpoint: str,
         stages: Sequence[str] = STAGES,
         clock: StageClock = STAGE_CLOCK,
@@ -259,7 +255,7 @@ class EventsBatch:
         self.tables = EventTables.of(config)
         self.extra = config.carried("silver/events")
         self.tune_for_size = SizeTuning()
-        self.stream = STAGE_STREAMS["bronze"]
+        self.stream = stream
         # Bronze is tagged with the bare query id, as Delta's own streaming sink tags a batch.
         self.bronze_app = transaction_app_id(None, checkpoint)
         self.stream_app = transaction_app_id(self.stream, checkpoint)

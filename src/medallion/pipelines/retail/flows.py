@@ -13,10 +13,9 @@ from medallion.declarations import Flow, Landing
 from medallion.errors import PipelineError
 from medallion.pipelines.retail import customers, revenue
 from medallion.pipelines.retail import tables as t
-from medallion.pipelines.retail.catch_up import gold_hourly_batch, silver_events_batch
+from medallion.pipelines.retail.catch_up import GoldHourlyBatch, SilverEventsBatch
 from medallion.pipelines.retail.contract import CUSTOMER_FIELDS
 from medallion.pipelines.retail.events import (
-    STAGE_STREAMS,
     STAGES,
     EventsBatch,
     lost_users_refusal,
@@ -36,18 +35,20 @@ def start_events(
     config: Config,
     flow: Flow,
     trigger: Trigger,
-    fused: Sequence[str] = (STAGE_STREAMS["silver"], STAGE_STREAMS["gold"]),
+    fused: Sequence[str] | None = None,
 ) -> StreamingQuery:
     """Start ``bronze_events``: the input lines (landing files or the events topic) through
-    bronze, and through the stages of the ``fused`` flows (all of them unless some catch up)."""
+    bronze, and through the stages of the ``fused`` flows (default all it fuses, silver's then
+    gold's; fewer while some catch up)."""
     assert isinstance(flow.source, Landing)
-    stages = ("bronze", *(s for s in STAGES[1:] if STAGE_STREAMS[s] in fused))
+    fused = flow.fuses if fused is None else fused
+    stages = ("bronze", *(s for s, f in zip(STAGES[1:], flow.fuses, strict=True) if f in fused))
     if "gold" in stages and (refusal := lost_users_refusal(spark, config)):
         raise PipelineError(refusal)
     checkpoint = config.checkpoint(flow.name)
     return start_foreach_batch(
         input_lines(spark, config, flow.source.dataset),
-        EventsBatch(config, checkpoint, stages),
+        EventsBatch(config, flow.name, checkpoint, stages),
         checkpoint,
         trigger,
         flow.name,
@@ -59,9 +60,8 @@ def start_gold_hourly(
 ) -> StreamingQuery:
     """Start ``gold_hourly_product_metrics`` as a stream of its own (while it catches up),
     once the users it counted are known (upgrade.py)."""
-    backfill_hourly_users(spark, config)
-    assert flow.batch is not None
-    return start_delta_foreach_batch(spark, config, trigger, flow.name, flow.source.key, flow.batch)
+    backfill_hourly_users(spark, config, flow.name)
+    return start_delta_foreach_batch(spark, config, flow, trigger)
 
 
 EVENT_FLOWS: tuple[Flow, ...] = (
@@ -78,7 +78,7 @@ EVENT_FLOWS: tuple[Flow, ...] = (
         "silver",
         t.BRONZE_EVENTS,
         (t.SILVER_EVENTS, t.EVENTS_QUARANTINE),
-        batch=silver_events_batch,
+        batch=SilverEventsBatch,
     ),
     Flow(
         "gold_hourly_product_metrics",
@@ -86,7 +86,7 @@ EVENT_FLOWS: tuple[Flow, ...] = (
         t.SILVER_EVENTS,
         (t.HOURLY_PRODUCT_METRICS, t.HOURLY_PRODUCT_USERS),
         start_gold_hourly,
-        batch=gold_hourly_batch,
+        batch=GoldHourlyBatch,
     ),
 )
 

@@ -14,7 +14,6 @@ and keeps ``gold/revenue_purchases``, the ledger of what gold counts, beside gol
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -25,7 +24,6 @@ from medallion.deployment import choice_setting
 from medallion.errors import PipelineError
 from medallion.pipeline_settings import ChoiceSetting
 from medallion.pipelines.retail.counted_purchases import (
-    STREAM,
     RevenueAtPurchase,
     counted_revenue,
     fill_ledger,
@@ -34,6 +32,7 @@ from medallion.pipelines.retail.counted_purchases import (
     start_counting_afresh,
 )
 from medallion.pipelines.retail.customers import KEPT_HISTORY
+from medallion.pipelines.retail.tables import DAILY_REVENUE_BY_COUNTRY
 from medallion.pipelines.retail.transforms.customers import (
     daily_revenue_by_country,
     enrich_purchases,
@@ -51,7 +50,7 @@ from medallion.tables import read_table
 
 log = logging.getLogger(__name__)
 
-GOLD = "gold/daily_revenue_by_country"
+GOLD = DAILY_REVENUE_BY_COUNTRY.key
 AT_PURCHASE, AT_PROCESSING = "at_purchase", "at_processing"
 REVENUE_COUNTRY = ChoiceSetting(
     "revenue_country",
@@ -83,9 +82,7 @@ def revenue_of(spark: SparkSession, config: Config, events: DataFrame) -> DataFr
     return counted_revenue(spark, config, events)
 
 
-def gold_revenue_batch(
-    config: Config, checkpoint: str, stream: str | None = None
-) -> Callable[[DataFrame, int], None]:
+class RevenueAtProcessing:
     """The foreachBatch function of the at_processing stream.
 
     Each purchase of the batch is joined with ``silver/customers`` as it is now (a
@@ -93,23 +90,26 @@ def gold_revenue_batch(
     batch's totals are added to gold by a MERGE that happens once per batch
     (streams/exactly_once.py): a replayed batch is skipped, so no purchase is counted twice.
     """
-    gold = config.table(GOLD)
-    app_id = transaction_app_id(stream or STREAM, checkpoint)
-    guard = ReplayGuard(checkpoint)
 
-    def process(batch: DataFrame, batch_id: int) -> None:
+    def __init__(
+        self, config: Config, flow: Flow, checkpoint: str, stream: str | None = None
+    ) -> None:
+        self.config, self.gold = config, config.table(GOLD)
+        self.app_id = transaction_app_id(stream or flow.name, checkpoint)
+        self.guard = ReplayGuard(checkpoint)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         purchases = purchases_of(batch).persist()
         try:
             if purchases.isEmpty():
                 return
-            totals = revenue_at_processing(spark, config, purchases)
-            with guard.batch(spark, batch_id) as writes:
-                writes.merge(gold, totals, ["event_date", "country"], _ADD_REVENUE, app_id(spark))
+            totals = revenue_at_processing(spark, self.config, purchases)
+            with self.guard.batch(spark, batch_id) as writes:
+                keys = ["event_date", "country"]
+                writes.merge(self.gold, totals, keys, _ADD_REVENUE, self.app_id(spark))
         finally:
             purchases.unpersist()
-
-    return process
 
 
 def start_gold_revenue(
@@ -134,9 +134,7 @@ def start_gold_revenue(
                 f"rebuild it: `medallion reset --lake {config.lake} --layer {table.layer} "
                 f"--table {GOLD}` (docs/retail.md)"
             )
-        return start_delta_foreach_batch(
-            spark, config, trigger, flow.name, flow.source.key, gold_revenue_batch
-        )
+        return start_delta_foreach_batch(spark, config, flow, trigger, RevenueAtProcessing)
     if sources is not None and sources != _AT_PURCHASE_SOURCES:
         log.warning(
             "%s: counting revenue under the country at purchase time (revenue_country); "
@@ -145,7 +143,7 @@ def start_gold_revenue(
         )
         start_counting_afresh(spark, config, checkpoint)
     else:
-        fill_ledger(spark, config, checkpoint)
+        fill_ledger(spark, config, flow.name, checkpoint)
     events = delta_stream(
         spark,
         config.table(flow.source.key),
@@ -155,5 +153,5 @@ def start_gold_revenue(
     history = delta_stream(spark, config.table(KEPT_HISTORY.table_key), change_feed=True)
     inputs = revenue_inputs(events, history)
     return start_foreach_batch(
-        inputs, RevenueAtPurchase(config, checkpoint), checkpoint, trigger, flow.name
+        inputs, RevenueAtPurchase(config, flow.name, checkpoint), checkpoint, trigger, flow.name
     )

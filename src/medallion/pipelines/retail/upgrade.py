@@ -24,7 +24,6 @@ from medallion.tables import holds_data, read_table
 
 log = logging.getLogger(__name__)
 
-GOLD_HOURLY_STREAM = "gold_hourly_product_metrics"
 _EVENT_COLUMNS = ("user_id", "product_id", "event_timestamp", "event_date")
 # Delta's offset index for "every file of this version read" (DeltaSourceOffset.END_INDEX).
 _END_INDEX_FLOOR = 2**62
@@ -47,7 +46,8 @@ def rows_read(
     silver: TableRef,
     position: DeltaPosition,
     columns: Sequence[str] = _EVENT_COLUMNS,
-    stream: str = GOLD_HOURLY_STREAM,
+    *,
+    stream: str,
 ) -> DataFrame | None:
     """The ``columns`` of the silver rows that the Delta-source stream ``stream``, standing at
     ``position``, has read (None: none)."""
@@ -75,27 +75,27 @@ def rows_read(
     return partial if rows is None else rows.select(*columns).unionByName(partial)
 
 
-def backfill_hourly_users(spark: SparkSession, config: Config) -> None:
+def backfill_hourly_users(spark: SparkSession, config: Config, stream: str) -> None:
     """Fill ``gold/hourly_product_users`` for a lake whose gold was built without it.
 
     Does nothing when the key table holds rows or gold holds none. The keys come from the
-    silver rows the gold stream has read, so that gold and its keys agree when the stream
+    silver rows the gold stream ``stream`` has read, so that gold and its keys agree when the stream
     resumes; one append, so a crash leaves the table empty and the next run fills it again.
     """
     users = config.table("gold/hourly_product_users")
     gold = config.table("gold/hourly_product_metrics")
     if holds_data(spark, users) or not holds_data(spark, gold):
         return
-    position = delta_position(config.checkpoint(GOLD_HOURLY_STREAM))
+    position = delta_position(config.checkpoint(stream))
     if position is None:
         return
-    rows = rows_read(spark, config.table("silver/events"), position)
+    rows = rows_read(spark, config.table("silver/events"), position, stream=stream)
     if rows is None:
         return
     log.info(
         "gold/hourly_product_users: filling it from silver/events up to version %d, where %s "
         "stands (a lake from before the table)",
         position.version,
-        GOLD_HOURLY_STREAM,
+        stream,
     )
     append_batch(hourly_user_keys(rows.select(*_EVENT_COLUMNS)), users)
