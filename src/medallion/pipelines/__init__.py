@@ -31,7 +31,8 @@ _REGISTERED: dict[str, Pipeline] = {}
 # The folder of the package that declares each discovered pipeline.
 _FOLDERS: dict[str, Path] = {}
 _discovered = False
-# The names of the pipelines found by discovery: the process's, whatever a test registers.
+# The names of the pipelines discovery found (the package's and $MEDALLION_PIPELINES'):
+# registered() leaves them registered.
 _DISCOVERED: set[str] = set()
 
 
@@ -111,7 +112,7 @@ def registered(pipeline: Pipeline) -> Iterator[Pipeline]:
     try:
         yield pipeline
     finally:
-        if pipeline.name not in _DISCOVERED:  # one a module registered as it was imported too
+        if pipeline.name not in _DISCOVERED:  # a discovered pipeline is the process's: it stays
             unregister(pipeline.name)
 
 
