@@ -31,7 +31,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from medallion.config import Config
 from medallion.errors import ConfigError
 from medallion.storage import local_path
 
@@ -81,9 +80,10 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def lock_folder(config: Config) -> str | None:
-    """Where the stream locks of a lake live, or None where no lock can be taken."""
-    local = local_path(config.checkpoints_folder)
+def lock_folder(checkpoints: str) -> str | None:
+    """Where the stream locks of a lake whose checkpoints are under ``checkpoints`` live
+    (``Config.checkpoints_folder``), or None where no lock can be taken."""
+    local = local_path(checkpoints)
     return None if local is None else os.path.join(local, "_locks")
 
 
@@ -140,9 +140,10 @@ class StreamLocks:
     """The locks of a set of streams, held together: :meth:`acquire`, then :meth:`release`."""
 
     def __init__(
-        self, config: Config, streams: Iterable[str], command: str, wait_seconds: float = 0.0
+        self, checkpoints: str, streams: Iterable[str], command: str, wait_seconds: float = 0.0
     ) -> None:
-        self.folder = lock_folder(config)
+        self.checkpoints = checkpoints
+        self.folder = lock_folder(checkpoints)
         self.wait_seconds = wait_seconds
         self.streams = tuple(dict.fromkeys(streams))
         pid = os.getpid()
@@ -236,20 +237,20 @@ class StreamLocks:
 
 @contextlib.contextmanager
 def stream_locks(
-    config: Config, streams: Iterable[str], command: str, wait_seconds: float = 0.0
+    checkpoints: str, streams: Iterable[str], command: str, wait_seconds: float = 0.0
 ) -> Iterator[StreamLocks]:
     """Hold the locks of ``streams`` for the block (see :class:`StreamLocks`); a lock held by
     a live run is waited for up to ``wait_seconds``, then refused."""
-    locks = StreamLocks(config, streams, command, wait_seconds).acquire()
+    locks = StreamLocks(checkpoints, streams, command, wait_seconds).acquire()
     try:
         yield locks
     finally:
         locks.release()
 
 
-def lock_holders(config: Config, streams: Iterable[str]) -> dict[str, Holder]:
+def lock_holders(checkpoints: str, streams: Iterable[str]) -> dict[str, Holder]:
     """The live holders of the given streams' locks (stale locks are left out)."""
-    folder = lock_folder(config)
+    folder = lock_folder(checkpoints)
     if folder is None:
         return {}
     found = {}

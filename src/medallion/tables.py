@@ -314,7 +314,7 @@ def ensure_tables(
     """Create every contract table that is missing, the data-quality log (quality_log.py) and
     ``more`` ((table, columns, properties)), then register them all by name (unless
     ``register_names`` is False)."""
-    with stream_locks(config, [SETUP_LOCK], "create tables", wait_seconds=300):
+    with stream_locks(config.checkpoints_folder, [SETUP_LOCK], "create tables", wait_seconds=300):
         if config.uses_unity_catalog:
             spark.sql(
                 f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(config.catalog or '', config.schema)}"

@@ -110,7 +110,7 @@ def test_a_widened_contract_promotes_quarantined_events_into_silver_and_gold_exa
     assert read_table(spark, quarantine).count() == before
     assert not table_exists(spark, replays_table(config))
     # Refused while a run holds the stream's lock, before it writes anything.
-    with stream_locks(config, ["bronze_events"], "medallion run (stream)"):
+    with stream_locks(config.checkpoints_folder, ["bronze_events"], "medallion run (stream)"):
         assert main([*command, *widen]) == 2
     assert "bronze_events" in capsys.readouterr().err
     assert read_table(spark, quarantine).count() == before

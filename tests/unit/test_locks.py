@@ -19,12 +19,13 @@ from medallion.streams.pausing import pause_asked, pause_request, paused_for
 
 
 @pytest.fixture
-def lake_config(tmp_path) -> Config:
-    return Config(landing=str(tmp_path / "landing"), lake=str(tmp_path / "lake"))
+def checkpoints(tmp_path) -> str:
+    """A local lake's checkpoints folder (``Config.checkpoints_folder``)."""
+    return Config(landing=str(tmp_path / "landing"), lake=str(tmp_path / "lake")).checkpoints_folder
 
 
-def _plant(config: Config, stream: str, **holder: object) -> str:
-    folder = os.path.join(config.lake, "_checkpoints", "_locks")
+def _plant(checkpoints: str, stream: str, **holder: object) -> str:
+    folder = os.path.join(checkpoints, "_locks")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{stream}.lock")
     record = {
@@ -38,91 +39,89 @@ def _plant(config: Config, stream: str, **holder: object) -> str:
     return path
 
 
-def test_a_held_lock_refuses_a_second_writer_naming_the_holder_and_is_released(lake_config):
-    with stream_locks(lake_config, ["bronze_events", "silver_events"], "first") as first:
+def test_a_held_lock_refuses_a_second_writer_naming_the_holder_and_is_released(checkpoints):
+    with stream_locks(checkpoints, ["bronze_events", "silver_events"], "first") as first:
         with pytest.raises(LockHeld) as refused:
-            StreamLocks(lake_config, ["silver_events"], "second").acquire()
+            StreamLocks(checkpoints, ["silver_events"], "second").acquire()
         message = str(refused.value)
         assert "stream 'silver_events' is already being written by another run" in message
         assert f"host {socket.gethostname()}, pid {os.getpid()}, since " in message
         assert "(first)" in message
-        assert set(lock_holders(lake_config, ["bronze_events", "gold_x"])) == {"bronze_events"}
+        assert set(lock_holders(checkpoints, ["bronze_events", "gold_x"])) == {"bronze_events"}
         assert first.holder.run_id in Path(first.path("bronze_events")).read_text()
-    assert lock_holders(lake_config, ["bronze_events", "silver_events"]) == {}
+    assert lock_holders(checkpoints, ["bronze_events", "silver_events"]) == {}
     # All or nothing: a refused acquire keeps none of the locks it took before the refusal.
-    with stream_locks(lake_config, ["silver_events"], "holder"):
+    with stream_locks(checkpoints, ["silver_events"], "holder"):
         with pytest.raises(LockHeld):
-            StreamLocks(lake_config, ["bronze_events", "silver_events"], "both").acquire()
-        assert set(lock_holders(lake_config, ["bronze_events"])) == set()
+            StreamLocks(checkpoints, ["bronze_events", "silver_events"], "both").acquire()
+        assert set(lock_holders(checkpoints, ["bronze_events"])) == set()
 
 
-def test_a_lock_of_a_dead_process_on_this_host_is_taken_over_at_once(lake_config):
+def test_a_lock_of_a_dead_process_on_this_host_is_taken_over_at_once(checkpoints):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    _plant(lake_config, "bronze_events", pid=dead.pid)
-    with stream_locks(lake_config, ["bronze_events"], "new") as locks:
+    _plant(checkpoints, "bronze_events", pid=dead.pid)
+    with stream_locks(checkpoints, ["bronze_events"], "new") as locks:
         assert locks.holder.run_id in Path(locks.path("bronze_events")).read_text()
 
 
-def test_a_reused_pid_does_not_keep_a_lock_alive(lake_config):
-    _plant(lake_config, "bronze_events", pid=os.getpid(), process_start="1")
-    with stream_locks(lake_config, ["bronze_events"], "new"):
+def test_a_reused_pid_does_not_keep_a_lock_alive(checkpoints):
+    _plant(checkpoints, "bronze_events", pid=os.getpid(), process_start="1")
+    with stream_locks(checkpoints, ["bronze_events"], "new"):
         pass
 
 
-def test_another_hosts_lock_holds_until_its_heartbeat_is_older_than_the_lease(lake_config):
-    path = _plant(lake_config, "bronze_events", host="other-host", pid=4242)
+def test_another_hosts_lock_holds_until_its_heartbeat_is_older_than_the_lease(checkpoints):
+    path = _plant(checkpoints, "bronze_events", host="other-host", pid=4242)
     with pytest.raises(LockHeld, match="host other-host, pid 4242"):
-        StreamLocks(lake_config, ["bronze_events"], "new").acquire()
+        StreamLocks(checkpoints, ["bronze_events"], "new").acquire()
     old = time.time() - LEASE_SECONDS - 5
     os.utime(path, (old, old))
-    with stream_locks(lake_config, ["bronze_events"], "new") as locks:
+    with stream_locks(checkpoints, ["bronze_events"], "new") as locks:
         assert locks.holder.run_id in Path(path).read_text()
 
 
-def test_a_live_lock_is_waited_for_when_asked(lake_config):
-    holder = StreamLocks(lake_config, ["_setup"], "creating").acquire()
+def test_a_live_lock_is_waited_for_when_asked(checkpoints):
+    holder = StreamLocks(checkpoints, ["_setup"], "creating").acquire()
     started = time.monotonic()
     threading.Timer(0.5, holder.release).start()
-    with stream_locks(lake_config, ["_setup"], "waiting", wait_seconds=30):
+    with stream_locks(checkpoints, ["_setup"], "waiting", wait_seconds=30):
         assert time.monotonic() - started >= 0.4
 
 
 def test_no_lock_is_taken_on_remote_storage():
     config = Config(landing="s3://bucket/landing", lake="s3://bucket/lake")
-    with stream_locks(config, ["bronze_events"], "remote") as locks:
+    with stream_locks(config.checkpoints_folder, ["bronze_events"], "remote") as locks:
         assert locks.folder is None
 
 
-def test_a_run_gives_up_its_locks_to_a_pause_request_and_takes_them_back_after(lake_config):
+def test_a_run_gives_up_its_locks_to_a_pause_request_and_takes_them_back_after(checkpoints):
     asked = [pause_request("retail")]
-    run = StreamLocks(lake_config, ["bronze_events"], "medallion run (stream)").acquire()
-    assert pause_asked(lake_config, asked) is None
-    request = StreamLocks(lake_config, asked, "medallion erase").acquire()
-    assert pause_asked(lake_config, asked) == "medallion erase"
+    run = StreamLocks(checkpoints, ["bronze_events"], "medallion run (stream)").acquire()
+    assert pause_asked(checkpoints, asked) is None
+    request = StreamLocks(checkpoints, asked, "medallion erase").acquire()
+    assert pause_asked(checkpoints, asked) == "medallion erase"
     resumed: list[bool] = []
     pausing = threading.Thread(
-        target=lambda: resumed.append(
-            paused_for(lake_config, run, asked, "medallion erase", threading.Event())
-        )
+        target=lambda: resumed.append(paused_for(run, asked, "medallion erase", threading.Event()))
     )
     pausing.start()
     # The run's lock comes free for the command, which takes it, then gives both up.
-    with stream_locks(lake_config, ["bronze_events"], "medallion erase", wait_seconds=5):
-        assert lock_holders(lake_config, ["bronze_events"])["bronze_events"].command == (
+    with stream_locks(checkpoints, ["bronze_events"], "medallion erase", wait_seconds=5):
+        assert lock_holders(checkpoints, ["bronze_events"])["bronze_events"].command == (
             "medallion erase"
         )
     request.release()
     pausing.join(10)
     assert resumed == [True]
-    assert lock_holders(lake_config, ["bronze_events"])["bronze_events"].run_id == run.holder.run_id
+    assert lock_holders(checkpoints, ["bronze_events"])["bronze_events"].run_id == run.holder.run_id
     # A request left by a dead process is stale: no run pauses for it.
-    _plant(lake_config, asked[0], pid=2**22 + 17, command="medallion erase")
-    assert pause_asked(lake_config, asked) is None
+    _plant(checkpoints, asked[0], pid=2**22 + 17, command="medallion erase")
+    assert pause_asked(checkpoints, asked) is None
     # Stopped while paused: the run ends without taking its locks back.
-    request = StreamLocks(lake_config, asked, "medallion erase").acquire()
+    request = StreamLocks(checkpoints, asked, "medallion erase").acquire()
     stop = threading.Event()
     stop.set()
-    assert not paused_for(lake_config, run, asked, "medallion erase", stop)
-    assert lock_holders(lake_config, ["bronze_events"]) == {}
+    assert not paused_for(run, asked, "medallion erase", stop)
+    assert lock_holders(checkpoints, ["bronze_events"]) == {}
     request.release()

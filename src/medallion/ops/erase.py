@@ -138,8 +138,8 @@ def erase_subject(
     asked = [pause_request(p.name) for p in chosen]
     wait = config.stop_timeout_seconds + PAUSE_MARGIN_SECONDS
     with (
-        stream_locks(config, asked, "medallion erase"),
-        stream_locks(config, streams, "medallion erase", wait_seconds=wait),
+        stream_locks(config.checkpoints_folder, asked, "medallion erase"),
+        stream_locks(config.checkpoints_folder, streams, "medallion erase", wait_seconds=wait),
     ):
         # Every stream that reads a table reads what it has not yet: none of them can bring
         # the subject's rows back afterwards. Lines still landing are read by the next run.

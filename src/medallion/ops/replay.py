@@ -202,7 +202,9 @@ class _Replay:
                     unfinished,
                 )
             return [self._counts(self._plan(reason_like, since))]
-        with stream_locks(self.config, self.streams, "medallion quarantine replay"):
+        with stream_locks(
+            self.config.checkpoints_folder, self.streams, "medallion quarantine replay"
+        ):
             create_delta_table(self.spark, self.log, REPLAYS_SCHEMA, {})
             results = []
             unfinished = self._unfinished()

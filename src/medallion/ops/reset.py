@@ -78,7 +78,7 @@ def execute_reset(spark: SparkSession, config: Config, plan: ResetPlan) -> None:
 
     Raises :class:`~medallion.locks.LockHeld` while a run of any of the plan's streams is live.
     """
-    with stream_locks(config, plan.streams, "medallion reset"):
+    with stream_locks(config.checkpoints_folder, plan.streams, "medallion reset"):
         _delete(spark, config, plan)
 
 

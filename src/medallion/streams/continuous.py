@@ -33,9 +33,10 @@ log = logging.getLogger(__name__)
 Starter = Callable[[Flow, Trigger], StreamingQuery]
 
 
-def streaming_trigger(config: Config, flow: Flow) -> Trigger:
-    """The processing-time trigger of a flow: the run's interval, or the flow's minimum."""
-    interval = max(config.trigger_interval_seconds, flow.min_interval_seconds)
+def streaming_trigger(interval_seconds: float, flow: Flow) -> Trigger:
+    """The processing-time trigger of a flow: the run's ``interval_seconds``
+    (``Config.trigger_interval_seconds``), or the flow's minimum."""
+    interval = max(interval_seconds, flow.min_interval_seconds)
     return Trigger(available_now=False, interval_seconds=interval)
 
 
@@ -69,7 +70,7 @@ class ContinuousQueries:
         self._compactor.start()
         self.running = []
         for flow in self.flows:
-            trigger = streaming_trigger(self.config, flow)
+            trigger = streaming_trigger(self.config.trigger_interval_seconds, flow)
             step(log, "starting %s (every %ss)", flow.name, trigger.interval_seconds)
             self.running.append((flow, self._start(flow, trigger)))
 
@@ -83,13 +84,13 @@ class ContinuousQueries:
     def pause_if_asked(self, stop: threading.Event) -> bool:
         """Stop, wait out and start again for a command that asks for the streams (an
         erasure); False when ``stop`` was set while paused."""
-        command = pause_asked(self.config, self._requests)
+        command = pause_asked(self.config.checkpoints_folder, self._requests)
         if command is None:
             return True
         self.stop()
         self._paused.extend(self.running)
         self.running = []
-        if not paused_for(self.config, self._locks, self._requests, command, stop):
+        if not paused_for(self._locks, self._requests, command, stop):
             return False
         self.start()
         return True
@@ -110,7 +111,7 @@ class ContinuousQueries:
             if restartable(error) and self._restarts < MAX_RESTARTS * len(self.running):
                 step(log, "%s: %s; restarting it", flow.name, why_restart(error))
                 self._restarts += 1
-                trigger = streaming_trigger(self.config, flow)
+                trigger = streaming_trigger(self.config.trigger_interval_seconds, flow)
                 self.running[position] = (flow, self._start(flow, trigger))
                 continue
             raise describe_failure(flow, error or RuntimeError("stopped unexpectedly"))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from medallion.config import Config
 from medallion.errors import ConfigError
 from medallion.session import session_kind
-from medallion.source_options import DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER
+from medallion.source_options import DEFAULT_KAFKA_MAX_OFFSETS_PER_TRIGGER, KafkaSourceOptions
 
 # The Kafka metadata columns every bronze row read from Kafka carries (NULL for file input).
 KAFKA_COLUMNS = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")
@@ -279,14 +279,14 @@ def security_options(settings: Mapping[str, str], shaded: bool = False) -> dict[
     return options
 
 
-def resolve_security_options(spark: object, config: Config) -> dict[str, str]:
+def resolve_security_options(spark: object, kafka: KafkaSourceOptions) -> dict[str, str]:
     """The security options of this deployment: from the secret scope if one is set, else the env.
 
-    The scope is ``config.kafka.secret_scope`` or ``$MEDALLION_KAFKA_SECRET_SCOPE``. Class names
+    The scope is ``kafka.secret_scope`` or ``$MEDALLION_KAFKA_SECRET_SCOPE``. Class names
     are shaded for Databricks Runtime (also behind Databricks Connect).
     """
     shaded = session_kind() in ("databricks", "databricks-connect")
-    scope = config.kafka.secret_scope or os.environ.get(SECRET_SCOPE_ENV) or None
+    scope = kafka.secret_scope or os.environ.get(SECRET_SCOPE_ENV) or None
     settings = secret_scope_settings(scope, _dbutils(spark)) if scope else env_settings()
     return security_options(settings, shaded=shaded)
 
@@ -304,7 +304,7 @@ def reader_options(
     """
     kafka = config.kafka
     options = {
-        **_connection_options(config),
+        **_connection_options(config.kafka),
         "subscribe": kafka.topic(dataset),
         "startingOffsets": kafka.starting_offsets,
         "includeHeaders": "false",
@@ -316,10 +316,10 @@ def reader_options(
     return _with_security(options, security)
 
 
-def _connection_options(config: Config) -> dict[str, str]:
-    if not config.kafka.bootstrap_servers:
+def _connection_options(kafka: KafkaSourceOptions) -> dict[str, str]:
+    if not kafka.bootstrap_servers:
         raise ConfigError("the Kafka source needs bootstrap servers (--kafka-bootstrap HOST:PORT)")
-    return {"kafka.bootstrap.servers": config.kafka.bootstrap_servers}
+    return {"kafka.bootstrap.servers": kafka.bootstrap_servers}
 
 
 def _with_security(options: dict[str, str], security: Mapping[str, str] | None) -> dict[str, str]:
@@ -334,7 +334,8 @@ def batch_read(spark: object, config: Config, **options: str):
     and ``options`` (for example ``assign`` and ``startingOffsets``) instead of the stream's
     subscription and rate limit."""
     merged = _with_security(
-        {**_connection_options(config), **options}, resolve_security_options(spark, config)
+        {**_connection_options(config.kafka), **options},
+        resolve_security_options(spark, config.kafka),
     )
     reader = spark.read.format("kafka")  # type: ignore[attr-defined]
     for key, value in merged.items():

@@ -40,6 +40,7 @@ from medallion.errors import is_failure
 from medallion.gaps import Gap, checked_through, mark_checked, recorded_gaps
 from medallion.gaps import record_gaps as append_gaps
 from medallion.pipelines import all_flows
+from medallion.source_options import KafkaSourceOptions
 from medallion.sql_names import TableRef
 from medallion.storage import local_path
 from medallion.streams.checkpoint_files import committed_batch
@@ -100,10 +101,10 @@ def _read_batch(checkpoint: str, batch_id: int) -> _Batch | None:
         return None  # purged by Spark, or not a Kafka source's offsets
 
 
-def _starting_offsets(config: Config) -> dict[str, dict[int, int]]:
+def _starting_offsets(kafka: KafkaSourceOptions) -> dict[str, dict[int, int]]:
     """The explicit offsets of a JSON ``starting_offsets`` (-1/-2, latest/earliest, left out)."""
     try:
-        parsed = json.loads(config.kafka.starting_offsets)
+        parsed = json.loads(kafka.starting_offsets)
         return {
             str(topic): {int(p): int(o) for p, o in partitions.items() if int(o) >= 0}
             for topic, partitions in parsed.items()
@@ -167,7 +168,9 @@ def _ranges(
     assert bronze is not None
     subscribed = config.kafka.topic(bronze[0])
     previous = _read_batch(checkpoint, first - 1) if first > 0 else None
-    before = previous.offsets if previous else (_starting_offsets(config) if first == 0 else None)
+    before = (
+        previous.offsets if previous else (_starting_offsets(config.kafka) if first == 0 else None)
+    )
     for batch_id in range(first, last + 1):
         batch = _read_batch(checkpoint, batch_id)
         if batch is None:

@@ -14,7 +14,6 @@ import logging
 import threading
 from collections.abc import Iterable
 
-from medallion.config import Config
 from medallion.console import step
 from medallion.locks import StreamLocks, lock_holders
 
@@ -29,20 +28,21 @@ def pause_request(pipeline: str) -> str:
     return f"_pause_{pipeline}"
 
 
-def pause_asked(config: Config, requests: Iterable[str]) -> str | None:
-    """The command that holds one of ``requests`` (live, not stale), or None."""
-    holders = lock_holders(config, requests)
+def pause_asked(checkpoints: str, requests: Iterable[str]) -> str | None:
+    """The command that holds one of ``requests`` (live, not stale) in the lake whose
+    checkpoints are under ``checkpoints``, or None."""
+    holders = lock_holders(checkpoints, requests)
     return next(iter(holders.values())).command if holders else None
 
 
 def paused_for(
-    config: Config, locks: StreamLocks, requests: list[str], command: str, stop: threading.Event
+    locks: StreamLocks, requests: list[str], command: str, stop: threading.Event
 ) -> bool:
     """With the run's queries stopped: give up ``locks`` until no command holds ``requests``,
     then take them back. False when ``stop`` was set meanwhile (the locks are not taken back)."""
     step(log, "pausing the streams: %s asked for them", command)
     locks.release()
-    while pause_asked(config, requests) is not None:
+    while pause_asked(locks.checkpoints, requests) is not None:
         if stop.wait(0.5):
             return False
     locks.wait_seconds = RESUME_WAIT_SECONDS

@@ -95,7 +95,7 @@ def _with_members(flows: Sequence[Flow]) -> list[str]:
 def _locks(config: Config, flows: tuple[Flow, ...], how: str):
     """The locks of the flows' streams (and of the flows fused into them), held for a whole
     run (medallion/locks.py)."""
-    return stream_locks(config, _with_members(flows), f"medallion run ({how})")
+    return stream_locks(config.checkpoints_folder, _with_members(flows), f"medallion run ({how})")
 
 
 def _runnable(

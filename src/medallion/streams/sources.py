@@ -76,7 +76,7 @@ def kafka_lines(
     from the environment or the secret scope (:mod:`medallion.streams.kafka`).
     """
     if security is None:
-        security = resolve_security_options(spark, config)
+        security = resolve_security_options(spark, config.kafka)
     reader = spark.readStream.format("kafka")
     for key, value in reader_options(config, dataset, security).items():
         reader = reader.option(key, value)
