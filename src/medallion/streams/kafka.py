@@ -304,7 +304,7 @@ def reader_options(
     """
     kafka = config.kafka
     options = {
-        **_connection_options(config.kafka),
+        **_connection_options(kafka),
         "subscribe": kafka.topic(dataset),
         "startingOffsets": kafka.starting_offsets,
         "includeHeaders": "false",
