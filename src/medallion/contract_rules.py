@@ -3,14 +3,14 @@ Columns that judge a record by them: why it is quarantined, and every rule it br
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, reduce
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from medallion.contracts import Check, FieldRule, field_checks
+from medallion.contracts import Check, FieldRule, Stages, field_checks, validation_stages
 from medallion.expectations import FAILED_RULES, Expectations
 from medallion.json_columns import JSON_WHITESPACE, REPLACEMENT_CHARACTER, json_kind, strip_bom
 from medallion.sql_names import validate_identifier
@@ -49,6 +49,20 @@ def _any(conditions: Iterable[Column]) -> Column:
     return reduce(lambda a, b: a | b, conditions, F.lit(False))
 
 
+# The hidden columns of a verdict's rules: the structural rule a line broke (NULL for a JSON
+# object), and whether it broke each rule of the content.
+_STRUCTURAL_RULE = "__structural_rule"
+
+
+def _broke_column(rule: str) -> str:
+    return f"__broke_{rule}"
+
+
+def _broke(rule: str) -> Column:
+    """True when the record broke the content rule (false when not judged)."""
+    return F.coalesce(F.col(_broke_column(rule)), F.lit(False))
+
+
 @dataclass(frozen=True)
 class Contract:
     """What a record of ``dataset`` must be: its fields (medallion/contracts.py makes their
@@ -78,29 +92,53 @@ class Contract:
     def warnable(self) -> frozenset[str]:
         return frozenset(c.name for c in self.content_checks if c.can_warn)
 
-    def verdict(self, raw: Column, doc: Column, expectations: Expectations) -> list[Column]:
-        """``reason`` (why the record is quarantined, or NULL: every broken rule whose action
-        is not ``warn``, joined by ``"; "``) and :data:`FAILED_RULES` (every rule it broke).
+    def validation_stages(self, expectations: Expectations, outputs: Sequence[Column]) -> Stages:
+        """The projections that validate bronze rows (``_raw`` and the rest): the line parsed
+        and each field's values (:func:`~medallion.contracts.validation_stages`), each rule
+        judged once, then ``reason`` (why the record is quarantined, or NULL: every broken rule
+        whose action is not ``warn``, joined by ``"; "``), :data:`FAILED_RULES` (every rule it
+        broke) and ``outputs``, which read the fields' columns.
 
-        ``doc`` is ``parse_json_line(raw)``, and the fields' columns come from
-        ``field_value_stages``. A line that is not one JSON object breaks one structural rule
-        and no other. A valid record costs the rules' conditions only.
+        A line that is not one JSON object breaks one structural rule and no other. Each rule's
+        condition has a column of its own, which the reason and the rules broken both read:
+        written into both, Spark evaluates a condition inside a CASE once for each (a verdict
+        then cost twice as much).
         """
+        raw, doc = F.col("_raw"), F.col("_doc")
         structural = _structural(raw, doc)
-        structural_reason = reduce(
-            lambda chain, rule: chain.when(rule[1], rule[2]),
-            structural[1:],
-            F.when(structural[0][1], structural[0][2]),
-        )
-        structural_rule = reduce(
+        first_broken = reduce(
             lambda chain, rule: chain.when(rule[1], F.lit(rule[0])),
             structural[1:],
             F.when(structural[0][1], F.lit(structural[0][0])),
         )
         built = [(c.name, *c.build()) for c in self.content_checks]
-        rules = [
-            (n, cond, msg if isinstance(msg, Column) else F.lit(msg)) for n, cond, msg in built
+        structural_rule = F.col(_STRUCTURAL_RULE)
+        # A rule of the content is judged only for a JSON object (NULL otherwise).
+        judged = [
+            F.when(structural_rule.isNull(), condition).alias(_broke_column(name))
+            for name, condition, _ in built
         ]
+        verdict = self._verdict(structural, built, expectations)
+        return validation_stages(
+            self.fields,
+            [*verdict, *outputs],
+            rules=([first_broken.alias(_STRUCTURAL_RULE)], judged),
+        )
+
+    @staticmethod
+    def _verdict(
+        structural: list[tuple[str, Column, Column]],
+        built: list[tuple[str, Column, Column | str]],
+        expectations: Expectations,
+    ) -> list[Column]:
+        """``reason`` and :data:`FAILED_RULES`, read from the rules' columns."""
+        structural_rule = F.col(_STRUCTURAL_RULE)
+        structural_reason = reduce(
+            lambda chain, rule: chain.when(structural_rule == rule[0], rule[2]),
+            structural[1:],
+            F.when(structural_rule == structural[0][0], structural[0][2]),
+        )
+        rules = [(n, _broke(n), m if isinstance(m, Column) else F.lit(m)) for n, _, m in built]
         stopping = [r for r in rules if r[0] not in expectations.warned]
         content_reason = F.when(
             _any(c for _, c, _ in stopping),

@@ -154,14 +154,20 @@ def field_value_stages(
 Stages = tuple[list[Column], ...]
 
 
-def validation_stages(fields: tuple[FieldRule, ...], outputs: Sequence[Column]) -> Stages:
+def validation_stages(
+    fields: tuple[FieldRule, ...],
+    outputs: Sequence[Column],
+    rules: Sequence[Sequence[Column]] = (),
+) -> Stages:
     """The projections that validate bronze rows (``_raw`` and the rest): the line parsed into
-    ``_doc``, each field's values (:func:`field_value_stages`), then ``outputs``, which read
-    them (``record_reason(F.col("_raw"), F.col("_doc"), fields)`` and the typed columns).
+    ``_doc``, each field's values (:func:`field_value_stages`), the ``rules``' stages, then
+    ``outputs``, which read them. A contract's own
+    :meth:`~medallion.contract_rules.Contract.validation_stages` adds its rules and verdict.
     :func:`apply_validation` applies them."""
     doc = F.col("_doc")
     parsed = [parse_json_line(F.col("_raw")).alias("_doc")]
-    return (parsed, *field_value_stages(doc, fields, F.col("_raw")), list(outputs))
+    stages = (*field_value_stages(doc, fields, F.col("_raw")), *(list(r) for r in rules))
+    return (parsed, *stages, list(outputs))
 
 
 def apply_validation(df: DataFrame, stages: Stages) -> DataFrame:

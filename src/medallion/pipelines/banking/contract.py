@@ -29,7 +29,6 @@ from medallion.contracts import (
     field_missing,
     field_text,
     field_value,
-    validation_stages,
 )
 from medallion.expectations import Expectations
 from medallion.json_columns import as_string, json_field
@@ -142,10 +141,9 @@ def validate_transactions(bronze: DataFrame, expectations: Expectations | None =
 @built_once
 def _transaction_validation(kafka_positions: tuple[str, ...], expectations: Expectations) -> Stages:
     doc = F.col("_doc")
-    return validation_stages(
-        TRANSACTION_FIELDS,
+    return TRANSACTIONS.validation_stages(
+        expectations,
         [
-            *TRANSACTIONS.verdict(F.col("_raw"), doc, expectations),
             *_typed_columns(TRANSACTION_FIELDS),
             *[as_string(json_field(doc, name)).alias(name) for name in FREE_TEXT_FIELDS],
             *_metadata(kafka_positions),
@@ -165,10 +163,9 @@ def validate_account_changes(
 
 @built_once
 def _account_validation(kafka_positions: tuple[str, ...], expectations: Expectations) -> Stages:
-    return validation_stages(
-        ACCOUNT_FIELDS,
+    return ACCOUNT_CHANGES.validation_stages(
+        expectations,
         [
-            *ACCOUNT_CHANGES.verdict(F.col("_raw"), F.col("_doc"), expectations),
             *_typed_columns(ACCOUNT_FIELDS),
             *_metadata(kafka_positions),
         ],

@@ -21,7 +21,6 @@ from medallion.contracts import (
     built_once,
     field_text,
     field_value,
-    validation_stages,
 )
 from medallion.expectations import Expectations
 from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
@@ -59,10 +58,9 @@ def validate_readings(bronze: DataFrame, expectations: Expectations | None = Non
 
 @built_once
 def _validation(kafka_positions: tuple[str, ...], expectations: Expectations) -> Stages:
-    return validation_stages(
-        FIELDS,
+    return READINGS.validation_stages(
+        expectations,
         [
-            *READINGS.verdict(F.col("_raw"), F.col("_doc"), expectations),
             field_text("device_id").alias("device_id"),
             field_value("reading_timestamp").alias("reading_timestamp"),
             field_value("temperature").alias("temperature"),

@@ -11,11 +11,10 @@ from medallion.contracts import (
     built_once,
     field_text,
     field_value,
-    validation_stages,
 )
 from medallion.expectations import Expectations
 from medallion.json_columns import MONEY_SUM_TYPE
-from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, CUSTOMER_FIELDS
+from medallion.pipelines.retail.contract import CUSTOMER_CHANGES
 from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 from medallion.transforms.change_records import ChangeRecords
 from medallion.transforms.history import History, latest_change_at
@@ -35,10 +34,9 @@ def validate_changes(bronze: DataFrame, expectations: Expectations | None = None
 
 @built_once
 def _validation(kafka_positions: tuple[str, ...], expectations: Expectations) -> Stages:
-    return validation_stages(
-        CUSTOMER_FIELDS,
+    return CUSTOMER_CHANGES.validation_stages(
+        expectations,
         [
-            *CUSTOMER_CHANGES.verdict(F.col("_raw"), F.col("_doc"), expectations),
             *[
                 field_text(name).alias(name)
                 for name in ("customer_id", "name", "email", "country", "segment", "operation")

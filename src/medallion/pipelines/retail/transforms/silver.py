@@ -13,7 +13,6 @@ from medallion.contracts import (
     built_once,
     field_text,
     field_value,
-    validation_stages,
 )
 from medallion.expectations import Expectations
 from medallion.json_columns import MONEY_TYPE, as_string, json_field
@@ -94,7 +93,6 @@ def _validation(
         else []
     )
     result = [
-        *EVENTS.verdict(F.col("_raw"), doc, expectations),
         *[
             field_text(name).alias(name)
             for name in ("event_id", "event_type", "user_id", "product_id", "category")
@@ -109,7 +107,7 @@ def _validation(
         *[F.col(c) for c in positions],
         *[F.col(c) if isinstance(c, str) else c for c in bronze_only],
     ]
-    return validation_stages(EVENT_FIELDS, result)
+    return EVENTS.validation_stages(expectations, result)
 
 
 def bronze_rows(validated: DataFrame) -> DataFrame:
