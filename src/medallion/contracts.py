@@ -106,9 +106,9 @@ def field_value_stages(
     """Each field's JSON schema, text and typed value, extracted from ``doc`` once, as the
     projections that add them in turn (each reads the columns of the one before).
 
-    :func:`record_reason`, :func:`field_text` and :func:`field_value` read these columns, whose
-    names start with ``__``; select the columns you need afterwards (:func:`validation_stages`
-    does). ``raw`` is the line (default: the ``_raw`` column), read again only for a money
+    A contract's rules (:meth:`~medallion.contract_rules.Contract.validation_stages`),
+    :func:`field_text` and :func:`field_value` read these columns, whose names start with
+    ``__``; select the columns you need afterwards (:func:`validation_stages` does). ``raw`` is the line (default: the ``_raw`` column), read again only for a money
     value that the VARIANT holds as a double (see :func:`number_as_written`).
     """
     raw = F.col("_raw") if raw is None else raw
