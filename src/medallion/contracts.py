@@ -108,8 +108,9 @@ def field_value_stages(
 
     A contract's rules (:meth:`~medallion.contract_rules.Contract.validation_stages`),
     :func:`field_text` and :func:`field_value` read these columns, whose names start with
-    ``__``; select the columns you need afterwards (:func:`validation_stages` does). ``raw`` is the line (default: the ``_raw`` column), read again only for a money
-    value that the VARIANT holds as a double (see :func:`number_as_written`).
+    ``__``; select the columns you need afterwards (:func:`validation_stages` does). ``raw``
+    is the line (default: the ``_raw`` column), read again only for a money value that the
+    VARIANT holds as a double (see :func:`number_as_written`).
     """
     raw = F.col("_raw") if raw is None else raw
     values = [json_field(doc, rule.name).alias(_hidden("value", rule.name)) for rule in fields]
