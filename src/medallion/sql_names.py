@@ -46,10 +46,10 @@ def quote_principal(name: str) -> str:
 
 
 def sql_string(value: str) -> str:
-    """``value`` as a Spark SQL string literal: quoted, backslashes and quotes escaped.
+    r"""``value`` as a Spark SQL string literal: quoted, backslashes and quotes escaped.
 
     >>> print(sql_string("/lake/it's\\here"))
-    '/lake/it\\'s\\\\here'
+    '/lake/it\'s\\here'
     """
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
