@@ -110,6 +110,10 @@ class BatchCache:
         self._frames.append(kept)
         return kept
 
+    def once(self, df: DataFrame) -> DataFrame:
+        """``df`` cached as :meth:`__call__` does, unless it is a frame this cache holds."""
+        return df if any(df is kept for kept in self._frames) else self(df)
+
     def release(self) -> None:
         """Drop every frame cached since the last release."""
         for df in self._frames:

@@ -186,14 +186,15 @@ class KnownKeys:
     def new_rows(
         self, spark: SparkSession, rows: DataFrame
     ) -> tuple[DataFrame, tuple[np.ndarray, np.ndarray]]:
-        """The ``rows`` (one per key) whose key the table does not hold, with
-        :data:`HASH_COLUMNS` added, and those rows' hashes for :meth:`added`. Cache ``rows``:
-        they are read twice."""
+        """The ``rows`` (one per key) whose key the table does not hold, and those rows'
+        hashes for :meth:`added`. Cache ``rows``: they are read twice. When the table holds
+        none of their keys (a fresh table, most of a backfill) the result is ``rows`` itself,
+        so that its cache serves the write and nothing is cached twice."""
         hashed = rows.select("*", *key_hashes(self.columns))
         h1, h2 = _hash_arrays(hashed)
         held = self._known(spark).contains(h1, h2)
         if not held.any():
-            return hashed, (h1, h2)
+            return rows, (h1, h2)
         # deferred: loads pyarrow
         import pyarrow as pa
 
@@ -207,7 +208,7 @@ class KnownKeys:
         if int(sent.sum()) <= BROADCAST_KEYS:
             keys = F.broadcast(keys)
         unseen = hashed.join(keys, list(HASH_COLUMNS), "left_anti" if send_held else "left_semi")
-        return unseen, (h1[~held], h2[~held])
+        return unseen.drop(*HASH_COLUMNS), (h1[~held], h2[~held])
 
     def added(
         self, spark: SparkSession, hashes: tuple[np.ndarray, np.ndarray], txn: tuple[str, int]

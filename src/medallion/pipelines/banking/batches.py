@@ -33,7 +33,7 @@ from medallion.pipelines.banking.transforms import (
 from medallion.streams.apply_changes import ApplyChanges
 from medallion.streams.apply_history import KeptHistory
 from medallion.streams.exactly_once import BatchWrites, MergingBatches, ReplayGuard
-from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
+from medallion.streams.known_keys import KnownKeys, kept_keys
 from medallion.streams.quality import QualityGate
 from medallion.streams.sinks import Trigger, start_append, transaction_app_id
 from medallion.streams.sources import delta_stream
@@ -104,7 +104,7 @@ class TransactionsBatch:
         unseen, hashes = self.known.new_rows(spark, firsts)
         if len(hashes[0]):
             accounts_now = read_table(spark, self.accounts)
-            screened = screen(unseen.drop(*HASH_COLUMNS), accounts_now, self.rules)
+            screened = screen(unseen, accounts_now, self.rules)
             writes.append(screened, self.silver, app)
             self.known.added(spark, hashes, writes.tag(app))
 

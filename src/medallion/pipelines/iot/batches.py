@@ -22,7 +22,7 @@ from medallion.pipelines.iot.transforms import (
     quarantined_readings,
 )
 from medallion.streams.exactly_once import MergingBatches, ReplayGuard
-from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
+from medallion.streams.known_keys import KnownKeys, kept_keys
 from medallion.streams.quality import QualityGate
 from medallion.streams.sinks import transaction_app_id
 
@@ -58,7 +58,7 @@ class ReadingsBatch:
                         writes.append(quarantined_readings(validated), self.quarantine, app)
                     unseen, hashes = self.known.new_rows(spark, firsts)
                     if len(hashes[0]):
-                        writes.append(unseen.drop(*HASH_COLUMNS), self.silver, app)
+                        writes.append(unseen, self.silver, app)
                         self.known.added(spark, hashes, writes.tag(app))
 
                 gate.record_beside(writes, quality, app, write)

@@ -53,7 +53,7 @@ from medallion.pipelines.retail.transforms.silver import (
 from medallion.sql_names import TableRef
 from medallion.streams.batch_tuning import BatchCache, SizeTuning, input_bytes
 from medallion.streams.exactly_once import BatchWrites, ReplayGuard
-from medallion.streams.known_keys import HASH_COLUMNS, KnownKeys, kept_keys
+from medallion.streams.known_keys import KnownKeys, kept_keys
 from medallion.streams.quality import BatchQuality, QualityGate
 from medallion.streams.sinks import transaction_app_id
 from medallion.streams.stage_clock import STAGE_CLOCK, StageClock
@@ -148,7 +148,7 @@ def new_silver_rows(
     (``known_ids``), not read from silver."""
     deduplicated = persist(deduplicate_events(valid_events(validated, extra_columns)))
     unseen, hashes = known_ids.new_rows(spark, deduplicated)
-    return SilverRows(deduplicated, persist(unseen.drop(*HASH_COLUMNS)), hashes)
+    return SilverRows(deduplicated, persist.once(unseen), hashes)
 
 
 def append_silver(
@@ -194,7 +194,7 @@ def write_gold(
     writes: BatchWrites,
     app: str,
 ) -> None:
-    """Add ``new_rows`` (rows new to silver) to gold, as ``app``'s writes of the batch.
+    """Add ``new_rows`` (rows new to silver, cached) to gold, as ``app``'s writes of the batch.
 
     Their counts and revenue are added to their (hour, product) rows, whatever the hour's age.
     ``unique_users`` grows by the (hour, product, user) keys that ``gold/hourly_product_users``
@@ -202,10 +202,10 @@ def write_gold(
     gold's MERGE: a crash between the two replays the batch against the same keys, and the
     MERGE, already committed, is skipped by its tag.
     """
-    events = persist(new_rows.select(*EVENT_COLUMNS))
+    events = new_rows.select(*EVENT_COLUMNS)  # read from new_rows' cache
     keys = persist(hourly_user_keys(events))
     unseen, hashes = known_users.new_rows(spark, keys)
-    new_keys = persist(unseen.drop(*HASH_COLUMNS))
+    new_keys = persist.once(unseen)
     increments = hourly_increments(events, new_keys)
     writes.merge(tables.gold, increments, HOURLY_KEYS, _ADD_METRICS, app)
     pause_point("gold_hourly:metrics_merged")  # crash tests only
