@@ -178,3 +178,19 @@ def test_a_batch_of_mostly_held_or_mostly_new_keys_gets_exactly_its_new_ones(
     assert _new_ids(spark, known, range(0, 310)) == {f"e{i}" for i in range(300, 310)}
     assert _new_ids(spark, known, range(295, 600)) == {f"e{i}" for i in range(300, 600)}
     assert _new_ids(spark, known, range(0, 300)) == set()
+
+
+def test_new_rows_are_the_batch_itself_when_none_is_held_and_keep_its_columns(spark, tmp_path):
+    """A batch none of whose keys the table holds is given back as it came, so that its own
+    cache serves the write; otherwise the new rows have the batch's columns, no hash ones."""
+    table = _table(spark, tmp_path, range(0, 10))
+    known = KnownKeys(table, ["event_id"])
+    fresh = _batch(spark, range(100, 110))
+    unseen, hashes = known.new_rows(spark, fresh)
+    assert unseen is fresh and len(hashes[0]) == 10
+
+    mixed = _batch(spark, range(5, 15))
+    unseen, hashes = known.new_rows(spark, mixed)
+    assert unseen.columns == mixed.columns
+    assert sorted(r.event_id for r in unseen.collect()) == sorted(f"e{i}" for i in range(10, 15))
+    assert len(hashes[0]) == 5
