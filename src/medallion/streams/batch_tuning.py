@@ -105,14 +105,13 @@ class BatchCache:
         self._frames: list[DataFrame] = []
 
     def __call__(self, df: DataFrame) -> DataFrame:
-        """``df``, cached (or checkpointed) until :meth:`release`."""
+        """``df``, cached (or checkpointed) until :meth:`release`; a frame this cache already
+        holds is given back as it is."""
+        if any(df is held for held in self._frames):
+            return df
         kept = df.localCheckpoint() if is_connect_session(df.sparkSession) else df.persist()
         self._frames.append(kept)
         return kept
-
-    def once(self, df: DataFrame) -> DataFrame:
-        """``df`` cached as :meth:`__call__` does, unless it is a frame this cache holds."""
-        return df if any(df is kept for kept in self._frames) else self(df)
 
     def release(self) -> None:
         """Drop every frame cached since the last release."""

@@ -148,7 +148,7 @@ def new_silver_rows(
     (``known_ids``), not read from silver."""
     deduplicated = persist(deduplicate_events(valid_events(validated, extra_columns)))
     unseen, hashes = known_ids.new_rows(spark, deduplicated)
-    return SilverRows(deduplicated, persist.once(unseen), hashes)
+    return SilverRows(deduplicated, persist(unseen), hashes)
 
 
 def append_silver(
@@ -205,7 +205,7 @@ def write_gold(
     events = new_rows.select(*EVENT_COLUMNS)  # read from new_rows' cache
     keys = persist(hourly_user_keys(events))
     unseen, hashes = known_users.new_rows(spark, keys)
-    new_keys = persist.once(unseen)
+    new_keys = persist(unseen)
     increments = hourly_increments(events, new_keys)
     writes.merge(tables.gold, increments, HOURLY_KEYS, _ADD_METRICS, app)
     pause_point("gold_hourly:metrics_merged")  # crash tests only
