@@ -10,7 +10,14 @@ from functools import cached_property, reduce
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from medallion.contracts import Check, FieldRule, Stages, field_checks, validation_stages
+from medallion.contracts import (
+    Check,
+    FieldRule,
+    Stages,
+    field_checks,
+    field_clean,
+    validation_stages,
+)
 from medallion.expectations import FAILED_RULES, Expectations
 from medallion.json_columns import JSON_WHITESPACE, REPLACEMENT_CHARACTER, json_kind, strip_bom
 from medallion.sql_names import validate_identifier
@@ -50,8 +57,9 @@ def _any(conditions: Iterable[Column]) -> Column:
 
 
 # The hidden columns of a verdict's rules: the structural rule a line broke (NULL for a JSON
-# object), and whether it broke each rule of the content.
+# object), whether its fields are plainly valid, and whether it broke each rule of the content.
 _STRUCTURAL_RULE = "__structural_rule"
+_FIELDS_CLEAN = "__fields_clean"
 
 
 def _broke_column(rule: str) -> str:
@@ -113,16 +121,28 @@ class Contract:
         )
         built = [(c.name, *c.build()) for c in self.content_checks]
         structural_rule = F.col(_STRUCTURAL_RULE)
-        # A rule of the content is judged only for a JSON object (NULL otherwise).
+        fields_clean = reduce(lambda a, b: a & b, map(field_clean, self.fields), F.lit(True))
+        # A rule of the content is judged only for a JSON object (NULL otherwise); a field's
+        # rules only when its values are not plainly valid (field_clean).
+        field_rules = {c.name for f in self.fields for c in field_checks(f)}
+        object_to_judge = structural_rule.isNull()
+        fields_to_judge = object_to_judge & ~F.col(_FIELDS_CLEAN)
         judged = [
-            F.when(structural_rule.isNull(), condition).alias(_broke_column(name))
+            F.when(fields_to_judge if name in field_rules else object_to_judge, condition).alias(
+                _broke_column(name)
+            )
             for name, condition, _ in built
         ]
-        verdict = self._verdict(structural, built, expectations)
+        own_rules = [name for name, _, _ in built if name not in field_rules]
+        clean = object_to_judge & F.col(_FIELDS_CLEAN) & ~_any(map(_broke, own_rules))
+        verdict = self._verdict(structural, built, expectations, clean)
         return validation_stages(
             self.fields,
             [*verdict, *outputs],
-            rules=([first_broken.alias(_STRUCTURAL_RULE)], judged),
+            rules=(
+                [first_broken.alias(_STRUCTURAL_RULE), fields_clean.alias(_FIELDS_CLEAN)],
+                judged,
+            ),
         )
 
     @staticmethod
@@ -130,8 +150,10 @@ class Contract:
         structural: list[tuple[str, Column, Column]],
         built: list[tuple[str, Column, Column | str]],
         expectations: Expectations,
+        clean: Column,
     ) -> list[Column]:
-        """``reason`` and :data:`FAILED_RULES`, read from the rules' columns."""
+        """``reason`` and :data:`FAILED_RULES`, read from the rules' columns; a ``clean``
+        record broke none, so it skips them."""
         structural_rule = F.col(_STRUCTURAL_RULE)
         structural_reason = reduce(
             lambda chain, rule: chain.when(structural_rule == rule[0], rule[2]),
@@ -152,4 +174,7 @@ class Contract:
             .when(_any(c for _, c, _ in rules), broken)
             .otherwise(none)
         )
-        return [reason.alias("reason"), failed_rules.alias(FAILED_RULES)]
+        return [
+            F.when(~clean, reason).alias("reason"),
+            F.when(clean, none).otherwise(failed_rules).alias(FAILED_RULES),
+        ]

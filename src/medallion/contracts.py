@@ -10,14 +10,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
-from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from medallion.column_stages import apply_stages
 from medallion.json_columns import (
     ANY_OFFSET_PATTERN,
+    BLANK_CHARACTERS,
     MONEY_TYPE,
     NO_ZONE_PATTERN,
     TIMESTAMP_PATTERN,
@@ -29,7 +29,7 @@ from medallion.json_columns import (
     money_value,
     number_as_written,
     parse_event_timestamp,
-    parse_json_line,
+    parse_json_line_stages,
 )
 from medallion.sql_names import validate_identifier
 
@@ -166,50 +166,14 @@ def validation_stages(
     :meth:`~medallion.contract_rules.Contract.validation_stages` adds its rules and verdict.
     :func:`apply_validation` applies them."""
     doc = F.col("_doc")
-    parsed = [parse_json_line(F.col("_raw")).alias("_doc")]
+    parsed = parse_json_line_stages(F.col("_raw"))
     stages = (*field_value_stages(doc, fields, F.col("_raw")), *(list(r) for r in rules))
-    return (parsed, *stages, list(outputs))
+    return (*parsed, *stages, list(outputs))
 
 
 def apply_validation(df: DataFrame, stages: Stages) -> DataFrame:
     """``df`` through :func:`validation_stages`: every stage added in turn, then the outputs."""
     return apply_stages(df, stages[:-1]).select(*stages[-1])
-
-
-T = TypeVar("T")
-
-
-def _jvm_identity() -> int:
-    """Which JVM the Columns built now belong to (one value over Spark Connect, whose Columns
-    hold no JVM object)."""
-    return id(SparkContext._active_spark_context)
-
-
-def built_once(build: Callable[..., T]) -> Callable[..., T]:
-    """``build`` run once per JVM and per arguments (hashable ones), its Columns kept.
-
-    A stream validates every batch with the same few hundred expressions; built through Py4J
-    they take longer than a small batch takes to validate. A Column is an expression bound to
-    no DataFrame, so the next batch can use it again.
-    """
-
-    @functools.lru_cache(maxsize=64)
-    def cached(_jvm: int, *args: object) -> T:
-        return build(*args)
-
-    @functools.wraps(build)
-    def once(*args: object) -> T:
-        return cached(_jvm_identity(), *args)
-
-    return once
-
-
-def apply_stages(df: DataFrame, stages: Sequence[Sequence[Column]]) -> DataFrame:
-    """``df`` with each stage's columns added in turn. Separate projections, so each value is
-    computed once: Spark does not merge projections that would repeat costly expressions."""
-    for stage in stages:
-        df = df.select("*", *stage)
-    return df
 
 
 def field_missing(name: str) -> Column:
@@ -389,6 +353,32 @@ def field_checks(rule: FieldRule) -> list[Check]:
             )
         )
     return checks
+
+
+def field_clean(rule: FieldRule) -> Column:
+    """True only when the field breaks none of :func:`field_checks`' rules, told from its
+    typed value alone (never NULL). Most records are valid, so a contract judges a field's
+    rules only where this is false; false does not mean broken (a text that starts with
+    whitespace, say): the rules decide then."""
+    name, kind = rule.name, rule.kind
+    schema, typed = F.col(_hidden("schema", name)), field_value(name)
+    has_value = _has_kind(schema, _JSON_KIND_OF[kind]) & typed.isNotNull()
+    if kind == "string" and rule.required:
+        has_value &= (typed != "") & ~F.substring(typed, 1, 1).isin(*BLANK_CHARACTERS)
+    elif kind == "timestamp":
+        low, high = TIMESTAMP_RANGE
+        has_value &= (typed >= F.lit(low).cast("timestamp")) & (
+            typed < F.lit(high).cast("timestamp")
+        )
+    elif kind in _EXACT_NUMBER_KINDS:
+        as_double = F.col(_hidden("double", name))
+        has_value &= ~F.isnan(as_double) & (F.abs(as_double) != float("inf"))
+        if kind == "money":
+            has_value &= as_double >= 0
+    if rule.allowed:
+        has_value &= field_text(name).isin(*rule.allowed)
+    clean = has_value if rule.required else field_missing(name) | has_value
+    return F.coalesce(clean, F.lit(False))
 
 
 def integer_value(value: Column) -> Column:

@@ -51,18 +51,32 @@ def strip_bom(raw: Column) -> Column:
     return F.when(raw.startswith("\ufeff"), F.substring(raw, 2, 2**31 - 1)).otherwise(raw)
 
 
-def parse_json_line(raw: Column) -> Column:
-    """The line as a VARIANT, or NULL when it is not exactly one valid JSON value.
+# The line parsed inside ``[...]``, the hidden column :func:`parse_json_line_stages` adds.
+_LINE_AS_ARRAY = "__line_as_array"
+
+
+def parse_json_line_stages(raw: Column, alias: str = "_doc") -> list[list[Column]]:
+    """The projections that add the line as a VARIANT, named ``alias``: NULL when the line is
+    not exactly one valid JSON value. Two projections, so the line is parsed once.
 
     Spark's parser stops after the first complete value and ignores what follows, so
-    ``{"a": 1}}`` would pass. Trailing text cannot be valid both as the rest of an array
-    (``[line]``) and as the rest of an object member (``{"v": line}``), so the line must parse
-    inside both wrappers.
+    ``{"a": 1}}`` would pass. Inside ``[line]`` the array can only close early at a ``]`` of
+    the line: a line without one is one value when the array has one element. A line with a
+    ``]`` (rare in records) must also parse inside ``{"v": line}``: trailing text cannot be
+    valid both as the rest of an array and as the rest of an object member.
     """
     body = strip_bom(raw)
+    as_array = F.col(_LINE_AS_ARRAY)
     as_member = F.try_parse_json(F.concat(F.lit('{"v":'), body, F.lit("}")))
-    as_element = F.try_parse_json(F.concat(F.lit("["), body, F.lit("]")))
-    return F.when(as_element.isNotNull(), F.try_variant_get(as_member, "$.v", "variant"))
+    one_value = F.when(
+        F.try_variant_get(as_array, "$[1]", "variant").isNull(),
+        F.try_variant_get(as_array, "$[0]", "variant"),
+    )
+    doc = F.when(~raw.contains("]"), one_value).when(
+        as_array.isNotNull(), F.try_variant_get(as_member, "$.v", "variant")
+    )
+    parsed = F.try_parse_json(F.concat(F.lit("["), body, F.lit("]")))
+    return [[parsed.alias(_LINE_AS_ARRAY)], [doc.alias(alias)]]
 
 
 def json_field(doc: Column, name: str) -> Column:

@@ -11,6 +11,14 @@ from oracle import customer_change, event_is_valid
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from medallion.column_stages import apply_stages
+from medallion.contracts import (
+    FieldRule,
+    field_checks,
+    field_clean,
+    field_value_stages,
+)
+from medallion.json_columns import parse_json_line_stages
 from medallion.pipelines.retail.contract import CUSTOMER_FIELDS, EVENT_FIELDS
 from medallion.pipelines.retail.transforms.customers import validate_changes
 from medallion.pipelines.retail.transforms.silver import (
@@ -418,3 +426,106 @@ def test_deduplicate_keeps_the_first_arrival(spark):
         got,
         spark.createDataFrame([("e1", "a"), ("e2", "c")], "event_id string, _source_file string"),
     )
+
+
+# Values of every JSON kind, valid and not, for each kind of field.
+_FIELD_VALUES = (
+    "null",
+    '""',
+    '" "',
+    '"\\tx"',
+    '"x"',
+    '"view"',
+    '"2026-11-20T13:45:12Z"',
+    '"2026-11-20T13:45:12+05:30"',
+    '"2026-11-20T13:45:12+19:00"',
+    '"2026-11-20T13:45:12"',
+    '"1899-12-31T23:59:59Z"',
+    '"2200-01-01T00:00:00Z"',
+    '"12.5"',
+    "0",
+    "-0.0",
+    "12.50",
+    "-3",
+    "1.5e-3",
+    "1e400",
+    "1.00001",
+    "123456789012345.5",
+    "9223372036854775808",
+    "1.0",
+    "true",
+    "{}",
+    "[1]",
+)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        FieldRule("f", kind, required, allowed)
+        for kind in ("string", "money", "decimal", "number", "integer", "timestamp")
+        for required in (True, False)
+        for allowed in ((), ("view", "x"))
+        if not allowed or kind == "string"
+    ],
+    ids=str,
+)
+def test_a_clean_field_breaks_none_of_its_rules(spark, rule):
+    """field_clean lets a contract skip a field's rules: it must never hold for a value that
+    breaks one, and it holds for the plainly valid values."""
+    checks = field_checks(rule)
+    raw = spark.createDataFrame([("{" + f'"f": {v}' + "}",) for v in _FIELD_VALUES], "_raw string")
+    stages = (*parse_json_line_stages(F.col("_raw")), *field_value_stages(F.col("_doc"), (rule,)))
+    columns = apply_stages(raw, stages)
+    judged = columns.select(
+        "_raw",
+        field_clean(rule).alias("clean"),
+        *[F.coalesce(c.build()[0], F.lit(False)).alias(c.name) for c in checks],
+    ).collect()
+    for row in judged:
+        broken = [c.name for c in checks if row[c.name]]
+        assert not (row["clean"] and broken), (row["_raw"], broken)
+        assert row["clean"] is not None
+    clean_lines = {row["_raw"] for row in judged if row["clean"]}
+    unbroken = {row["_raw"] for row in judged if not any(row[c.name] for c in checks)}
+    # What is not clean but breaks no rule is a blank or blank-looking text, nothing else.
+    assert unbroken - clean_lines <= {'{"f": ""}', '{"f": " "}', '{"f": "\\tx"}'}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1}',
+        '{"a": 1}}',
+        '{"a": 1}]',
+        '{"a": 1}] ',
+        '{"a": [1, 2]}',
+        '{"a": [1]}]',
+        '{"a": "]"}',
+        '{"a": "]"}}',
+        '{"a": 1}, {"b": 2}',
+        '{"a": 1}, "k": 2',
+        "1, 2",
+        "1, null",
+        "[1]",
+        "[1]]",
+        "[1], 2]",
+        '"x"',
+        "null",
+        "\ufeff{}",
+        "{} ",
+        "",
+        "[",
+    ],
+)
+def test_a_line_is_parsed_only_when_it_is_exactly_one_json_value(spark, text):
+    raw = spark.createDataFrame([(text,)], "_raw string")
+    doc = apply_stages(raw, parse_json_line_stages(F.col("_raw"))).select(
+        F.to_json("_doc").alias("json")
+    )
+    try:
+        expected = json.loads(text.removeprefix("\ufeff"))
+    except json.JSONDecodeError:
+        assert doc.first()["json"] is None
+    else:
+        assert json.loads(doc.first()["json"]) == expected

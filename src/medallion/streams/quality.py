@@ -21,9 +21,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from medallion.column_stages import built_once
 from medallion.config import Config
 from medallion.contract_rules import Contract
-from medallion.contracts import built_once
 from medallion.expectations import FAILED_RULES, Expectations, expectations_of
 from medallion.parallel import side_by_side
 from medallion.quality_log import QUALITY_SCHEMA, quality_table

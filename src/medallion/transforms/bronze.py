@@ -5,8 +5,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from medallion.column_stages import apply_stages
 from medallion.contracts import FieldRule
-from medallion.json_columns import as_string, is_blank, json_field, parse_json_line
+from medallion.json_columns import as_string, is_blank, json_field, parse_json_line_stages
 
 # Columns every bronze table carries after the parsed fields.
 METADATA_COLUMNS = ("_raw", "_source_file", "_ingested_at")
@@ -50,7 +51,7 @@ def to_bronze(lines: DataFrame, fields: tuple[FieldRule, ...]) -> DataFrame:
     column holding the JSON value's text (NULL when absent or JSON null); the line itself is kept
     in ``_raw``, so fields of the wrong type, extra fields and malformed lines lose nothing.
     """
-    parsed = raw_lines(lines).withColumn("_doc", parse_json_line(F.col("_raw")))
+    parsed = apply_stages(raw_lines(lines), parse_json_line_stages(F.col("_raw")))
     return parsed.select(
         *[as_string(json_field(F.col("_doc"), f.name)).alias(f.name) for f in fields],
         *METADATA_COLUMNS,

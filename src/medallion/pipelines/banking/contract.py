@@ -18,6 +18,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from medallion.column_stages import built_once
 from medallion.contract_rules import Contract
 from medallion.contracts import (
     OPERATIONS,
@@ -25,7 +26,6 @@ from medallion.contracts import (
     FieldRule,
     Stages,
     apply_validation,
-    built_once,
     field_missing,
     field_text,
     field_value,

@@ -12,13 +12,13 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from medallion.column_stages import built_once
 from medallion.contract_rules import Contract
 from medallion.contracts import (
     Check,
     FieldRule,
     Stages,
     apply_validation,
-    built_once,
     field_text,
     field_value,
 )

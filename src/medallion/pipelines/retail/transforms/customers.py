@@ -5,10 +5,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from medallion.column_stages import built_once
 from medallion.contracts import (
     Stages,
     apply_validation,
-    built_once,
     field_text,
     field_value,
 )

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from medallion.column_stages import built_once
 from medallion.contracts import (
     Stages,
     apply_validation,
-    built_once,
     field_text,
     field_value,
 )
