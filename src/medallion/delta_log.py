@@ -144,6 +144,14 @@ def table_id(spark: SparkSession, table: TableRef, version: int) -> str | None:
     return metadata.get("id")
 
 
+def holds_no_files(spark: SparkSession, table: TableRef, version: int | None = None) -> bool:
+    """True when the table's checksum file says that ``version`` (default: the latest) holds no
+    data files, as a table just created does: no Spark job. False when it holds some, or when
+    that cannot be told (no checksum file, a log not readable from here)."""
+    crc = latest_checksum(spark, table) if version is None else checksum(spark, table, version)
+    return (crc or {}).get("numFiles") == 0
+
+
 def latest_checksum(spark: SparkSession, table: TableRef) -> dict[str, Any] | None:
     """The checksum file of the table's latest version (:func:`checksum`); None also when its
     log cannot be listed from here."""

@@ -126,3 +126,22 @@ def test_a_merge_is_tagged_and_skipped_when_replayed(spark, tmp_path):
     with ReplayGuard().batch(spark, 0) as writes:
         assert not writes.merge(table, rows.selectExpr("id + 10 AS id"), ["id"], clauses, APP)
     assert read_table(spark, table).count() == 3
+
+
+def test_a_merge_into_a_table_without_rows_appends_what_it_would_insert(spark, tmp_path):
+    table = _table(spark, tmp_path)
+    clauses = "WHEN MATCHED THEN UPDATE SET t.id = s.id WHEN NOT MATCHED AND s.id > 0 THEN INSERT *"
+    rows = spark.range(4).selectExpr("id")
+    with ReplayGuard().batch(spark, 0) as writes:
+        assert writes.merge(table, rows, ["id"], clauses, APP, into_empty=rows.where("id > 0"))
+    first = spark.sql(f"DESCRIBE HISTORY delta.`{table.path}`").orderBy("version").collect()[-1]
+    assert first.operation == "WRITE"  # one append, not a MERGE's jobs
+    assert commit_tags(commit_actions(spark, table, first.version)) == {APP: 0}
+    with ReplayGuard().batch(spark, 0) as writes:  # a replay: written before, so skipped
+        assert not writes.merge(table, rows, ["id"], clauses, APP, into_empty=rows)
+    with ReplayGuard().batch(spark, 1) as writes:  # the table holds rows now: a MERGE
+        more = spark.range(2, 6).selectExpr("id")
+        assert writes.merge(table, more, ["id"], clauses, APP, into_empty=more)
+    last = spark.sql(f"DESCRIBE HISTORY delta.`{table.path}`").orderBy("version").collect()[-1]
+    assert last.operation == "MERGE"
+    assert sorted(r.id for r in read_table(spark, table).collect()) == [1, 2, 3, 4, 5]

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from medallion.delta_log import committed_version
+from medallion.delta_log import committed_version, holds_no_files
 from medallion.sql_names import TableRef
 from medallion.streams import known_keys
 from medallion.streams.known_keys import KnownKeys, kept_keys
@@ -194,3 +194,20 @@ def test_new_rows_are_the_batch_itself_when_none_is_held_and_keep_its_columns(sp
     assert unseen.columns == mixed.columns
     assert sorted(r.event_id for r in unseen.collect()) == sorted(f"e{i}" for i in range(10, 15))
     assert len(hashes[0]) == 5
+
+
+def test_a_table_just_created_is_known_empty_from_its_log_without_reading_it(
+    spark, tmp_path, monkeypatch
+):
+    table = TableRef("silver", "fresh", str(tmp_path / "fresh"), "medallion.scratch_fresh")
+    spark.createDataFrame([], "event_id string").write.format("delta").save(table.path)
+    assert holds_no_files(spark, table)
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the keys of a table without files were read")
+
+    monkeypatch.setattr(known_keys, "read_table", no_read)
+    known = KnownKeys(table, ["event_id"], str(tmp_path / "checkpoint" / "keys"))
+    _write(spark, known, table, range(0, 50), batch=0)
+    assert not holds_no_files(spark, table)
+    assert _new_ids(spark, known, range(40, 60)) == {f"e{i}" for i in range(50, 60)}

@@ -157,11 +157,19 @@ class ChangesBatch:
                     if invalid:
                         writes.append(quarantined_changes(records, validated), self.quarantine, app)
                     live_rows = live.select(*records.change_columns)
-                    writes.merge(self.state, live_rows, [records.key], self.clauses, app)
+                    inserted = live_rows.where(F.col("operation") != "DELETE")
+                    writes.merge(
+                        self.state, live_rows, [records.key], self.clauses, app, into_empty=inserted
+                    )
                     pause_point(f"{self.flow_name}:{self.state.name}_merged")  # crash tests only
                     if valid_deletes:  # most batches have none: no MERGE's ten Spark jobs
                         writes.merge(
-                            self.tombstones, deletes, [records.key], _RECORD_TOMBSTONES, app
+                            self.tombstones,
+                            deletes,
+                            [records.key],
+                            _RECORD_TOMBSTONES,
+                            app,
+                            into_empty=deletes,
                         )
                     if self.kept and valid_count:
                         kept = self.kept

@@ -59,7 +59,9 @@ def apply_history(
     """Apply the valid change records ``changes`` to the history ``table``, unless this batch
     did before; True when it merged."""
     rows = history_merge_rows(history, read_table(writes.spark, table), changes)
-    return writes.merge(table, rows, history.row_key, history_clauses(history), app_id)
+    inserted = rows.where(F.col(_ACTION) == "upsert").select(*history.columns)
+    clauses = history_clauses(history)
+    return writes.merge(table, rows, history.row_key, clauses, app_id, into_empty=inserted)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.delta_log import commits_after, committed_version, table_id
+from medallion.delta_log import commits_after, committed_version, holds_no_files, table_id
 from medallion.sql_names import TableRef
 from medallion.storage import delete_folder, local_path
 from medallion.streams.key_index import KEY_BYTES, KeyIndex, Run, sorted_run, write_run
@@ -127,11 +127,13 @@ class KnownKeys:
             self._version = committed_version(spark, self.table)
         except LookupError:
             self._version = None  # a catalog table: read its latest version, keep nothing
+        index = KeyIndex(folder=self._spill_folder())
         if self._version is not None:
             self._table_id = table_id(spark, self.table, self._version)
+            if holds_no_files(spark, self.table, self._version):
+                return index  # a table just created: its log says it holds no keys
         rows = read_table(spark, self.table, self._version)
         hashed = rows.select(*key_hashes(self.columns))
-        index = KeyIndex(folder=self._spill_folder())
         # Without a folder Spark can write the buckets in, the keys are read in one piece.
         buckets = (
             _buckets_for(row_count(spark, self.table), index.memory_bytes)

@@ -164,14 +164,21 @@ class RevenueAtPurchase:
                 app_id = self.app_id(spark)
                 counted = read_table(spark, self.ledger)
                 source = to_count(inputs, counted, customer_changes(spark, self.config))
-                writes.merge(self.ledger, source, ["event_id"], _COUNT, app_id)
+                writes.merge(self.ledger, source, ["event_id"], _COUNT, app_id, into_empty=source)
                 pause_point("gold_revenue:counted")  # the ledger written, gold not yet
                 version = writes.commit_of(self.ledger, app_id)
                 if version is not None:
                     changes = read_commit_changes(spark, self.ledger, version)
                     increments = revenue_increments(changes)
                     keys = ["event_date", "country"]
-                    writes.merge(self.gold, increments, keys, _ADD, app_id)
+                    writes.merge(
+                        self.gold,
+                        increments,
+                        keys,
+                        _ADD,
+                        app_id,
+                        into_empty=increments.where(F.col("purchases") > 0),
+                    )
             pause_point("gold_revenue:added")  # both written, the batch not yet committed
         finally:
             inputs.unpersist()

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
@@ -104,9 +104,9 @@ def lost_users_refusal(spark: SparkSession, config: Config) -> str | None:
     tables = EventTables.of(config)
     if holds_data(spark, tables.users) or not holds_data(spark, tables.gold):
         return None
-    if _merges_that_wrote(spark, tables.gold) <= 1:
-        # A crash between gold's first MERGE and the append of the users it counted: the
-        # replayed batch skips the MERGE (it carries the batch's tag) and appends them.
+    if _writes_that_added(spark, tables.gold) <= 1:
+        # A crash between gold's first write and the append of the users it counted: the
+        # replayed batch skips gold's write (it carries the batch's tag) and appends them.
         return None
     return (
         f"{tables.users.key} holds no rows while {tables.gold.key} holds data, so the users "
@@ -115,12 +115,19 @@ def lost_users_refusal(spark: SparkSession, config: Config) -> str | None:
     )
 
 
-def _merges_that_wrote(spark: SparkSession, table: TableRef) -> int:
-    """How many MERGE commits of the table inserted or updated rows."""
-    written = F.coalesce(
-        F.col("operationMetrics")["numTargetRowsInserted"].cast("long"), F.lit(0)
-    ) + F.coalesce(F.col("operationMetrics")["numTargetRowsUpdated"].cast("long"), F.lit(0))
-    return history(spark, table).where((F.col("operation") == "MERGE") & (written > 0)).count()
+def _metric(name: str) -> Column:
+    """A commit's operation metric ``name`` as a number (0 when it has none)."""
+    return F.coalesce(F.col("operationMetrics")[name].cast("long"), F.lit(0))
+
+
+def _writes_that_added(spark: SparkSession, table: TableRef) -> int:
+    """How many commits of the table inserted or updated rows: its MERGEs, and the append that
+    takes a MERGE's place in a table without rows (``BatchWrites.merge``)."""
+    merged = (F.col("operation") == "MERGE") & (
+        _metric("numTargetRowsInserted") + _metric("numTargetRowsUpdated") > 0
+    )
+    appended = (F.col("operation") == "WRITE") & (_metric("numOutputRows") > 0)
+    return history(spark, table).where(merged | appended).count()
 
 
 @dataclass
@@ -207,7 +214,7 @@ def write_gold(
     unseen, hashes = known_users.new_rows(spark, keys)
     new_keys = persist(unseen)
     increments = hourly_increments(events, new_keys)
-    writes.merge(tables.gold, increments, HOURLY_KEYS, _ADD_METRICS, app)
+    writes.merge(tables.gold, increments, HOURLY_KEYS, _ADD_METRICS, app, into_empty=increments)
     pause_point("gold_hourly:metrics_merged")  # crash tests only
     if len(hashes[0]):
         retry_on_conflict(

@@ -107,7 +107,8 @@ class RevenueAtProcessing:
             totals = revenue_at_processing(spark, self.config, purchases)
             with self.guard.batch(spark, batch_id) as writes:
                 keys = ["event_date", "country"]
-                writes.merge(self.gold, totals, keys, _ADD_REVENUE, self.app_id(spark))
+                app_id = self.app_id(spark)
+                writes.merge(self.gold, totals, keys, _ADD_REVENUE, app_id, into_empty=totals)
         finally:
             purchases.unpersist()
 
