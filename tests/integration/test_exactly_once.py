@@ -11,6 +11,7 @@ import pytest
 
 from medallion.delta_log import commit_actions, commit_tags, committed_version
 from medallion.sql_names import TableRef
+from medallion.streams import exactly_once as exactly_once_module
 from medallion.streams.exactly_once import (
     CLOCK_SKEW_MS,
     BatchTag,
@@ -21,7 +22,7 @@ from medallion.streams.exactly_once import (
     written_in_log,
 )
 from medallion.streams.sinks import append_batch
-from medallion.tables import read_table
+from medallion.tables import history, read_table
 
 APP = "medallion:test_stream:query-1"
 
@@ -134,7 +135,7 @@ def test_a_merge_into_a_table_without_rows_appends_what_it_would_insert(spark, t
     rows = spark.range(4).selectExpr("id")
     with ReplayGuard().batch(spark, 0) as writes:
         assert writes.merge(table, rows, ["id"], clauses, APP, into_empty=rows.where("id > 0"))
-    first = spark.sql(f"DESCRIBE HISTORY delta.`{table.path}`").orderBy("version").collect()[-1]
+    first = history(spark, table).orderBy("version").collect()[-1]
     assert first.operation == "WRITE"  # one append, not a MERGE's jobs
     assert commit_tags(commit_actions(spark, table, first.version)) == {APP: 0}
     with ReplayGuard().batch(spark, 0) as writes:  # a replay: written before, so skipped
@@ -142,6 +143,27 @@ def test_a_merge_into_a_table_without_rows_appends_what_it_would_insert(spark, t
     with ReplayGuard().batch(spark, 1) as writes:  # the table holds rows now: a MERGE
         more = spark.range(2, 6).selectExpr("id")
         assert writes.merge(table, more, ["id"], clauses, APP, into_empty=more)
-    last = spark.sql(f"DESCRIBE HISTORY delta.`{table.path}`").orderBy("version").collect()[-1]
+    last = history(spark, table).orderBy("version").collect()[-1]
     assert last.operation == "MERGE"
     assert sorted(r.id for r in read_table(spark, table).collect()) == [1, 2, 3, 4, 5]
+
+
+def test_a_table_found_holding_files_is_not_looked_at_again_by_the_query(
+    spark, tmp_path, monkeypatch
+):
+    table = _table(spark, tmp_path)
+    append_batch(_rows(spark), table)
+    looked = []
+    real = exactly_once_module.holds_no_files
+    monkeypatch.setattr(
+        exactly_once_module, "holds_no_files", lambda s, t: looked.append(t.key) or real(s, t)
+    )
+    guard = ReplayGuard()
+    for batch in range(3):
+        rows = spark.range(batch, batch + 3).selectExpr("id")
+        with guard.batch(spark, batch) as writes:
+            writes.merge(
+                table, rows, ["id"], "WHEN NOT MATCHED THEN INSERT *", APP, into_empty=rows
+            )
+    assert looked == [table.key]  # one look at its log, then MERGEs
+    assert sorted(r.id for r in read_table(spark, table).collect()) == [0, 1, 2, 3, 4]

@@ -191,7 +191,9 @@ class BatchWrites:
     ``replay`` says whether the batch may have run before; when it cannot have, no write looks
     anything up. Writes of one batch may run side by side, each to its own table.
     ``readable`` remembers, by table key, whether a table's log can be read from here: it
-    cannot change under a running query, so the query's batches share it.
+    cannot change under a running query, so the query's batches share it. ``holding`` holds the
+    keys of tables found holding data files, which :meth:`merge` does not look at again: a
+    MERGE is right whatever a table holds, so only a table's emptiness must be read afresh.
     """
 
     def __init__(
@@ -201,10 +203,12 @@ class BatchWrites:
         replay: bool,
         checkpoint: str | None = None,
         readable: dict[str, bool] | None = None,
+        holding: set[str] | None = None,
     ) -> None:
         self.spark, self.batch_id, self.replay = spark, batch_id, replay
         self.checkpoint = checkpoint
         self._readable = {} if readable is None else readable
+        self._holding = set() if holding is None else holding
 
     def tag(self, app_id: str) -> BatchTag:
         return BatchTag(app_id, self.batch_id)
@@ -281,12 +285,21 @@ class BatchWrites:
         """
         if self.written_before(table, app_id):
             return False
-        if into_empty is not None and holds_no_files(self.spark, table):
+        if into_empty is not None and self._holds_no_files(table):
             self._append(into_empty, table, app_id, schema_evolution)
             return True
         with self._tagged(table, app_id):
             merge_into(self.spark, table, rows, keys, clauses, schema_evolution)
         return True
+
+    def _holds_no_files(self, table: TableRef) -> bool:
+        """Whether the table's log says it holds no data files; once it has some, not read again."""
+        if table.key in self._holding:
+            return False
+        if holds_no_files(self.spark, table):
+            return True
+        self._holding.add(table.key)
+        return False
 
     def delete(self, table: TableRef, condition: Column, app_id: str) -> bool:
         """``DELETE`` the table's rows that meet ``condition`` unless this batch did before;
@@ -334,6 +347,7 @@ class ReplayGuard:
         self._started: int | None = None
         self._completed: int | None = None
         self._readable: dict[str, bool] = {}  # whether each table's log is read from here
+        self._holding: set[str] = set()  # the tables found holding data files
 
     @contextmanager
     def batch(self, spark: SparkSession, batch_id: int) -> Iterator[BatchWrites]:
@@ -341,7 +355,7 @@ class ReplayGuard:
         without an error."""
         new = self._completed == batch_id - 1 and self._started == batch_id - 1
         self._started = batch_id
-        yield BatchWrites(spark, batch_id, not new, self.checkpoint, self._readable)
+        yield BatchWrites(spark, batch_id, not new, self.checkpoint, self._readable, self._holding)
         self._completed = batch_id
 
 
