@@ -12,19 +12,15 @@ from pathlib import Path
 
 MEDALLION = str(Path(sys.executable).with_name("medallion"))
 
-# The long-lived JVMs of the suite, the shared session and the notebook kernel, compile with C1
-# and then C2, but send a method to C2 only after ten times the default count of calls and
-# loops: the suite runs many different plans a few times each, and C2 spent about 40% of the
-# shared session's CPU on code it would not run much longer (docs/testing.md). The processes
-# the suite starts, each a run or two, compile with C1 alone, where C2's compilations cost more
-# CPU than they save; C1's default code cache (48 MB) fills within a minute of Spark, hence the
-# larger one. MEDALLION_JAVA_OPTIONS, when set, applies to every JVM instead.
+# The long-lived JVMs of the suite, the shared session and the notebook kernel, run with a local
+# session's own options (medallion.session.LOCAL_JVM_OPTIONS): C1, then C2 only after ten times
+# the default count of calls and loops, since the suite runs many different plans a few times
+# each (docs/testing.md). The processes the suite starts, each a run or two, compile with C1
+# alone, where C2's compilations cost more CPU than they save; C1's default code cache (48 MB)
+# fills within a minute of Spark, hence the larger one. MEDALLION_JAVA_OPTIONS, when set,
+# applies to every JVM instead.
 SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
-LATE_C2_JVM_OPTIONS = (
-    "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
-    "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
-)
-LONG_LIVED_JVM_OPTIONS = os.environ.get("MEDALLION_JAVA_OPTIONS", LATE_C2_JVM_OPTIONS)
+LONG_LIVED_JVM_OPTIONS = os.environ.get("MEDALLION_JAVA_OPTIONS", "")
 
 
 def short_lived_jvms_by_default() -> None:
