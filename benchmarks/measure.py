@@ -260,6 +260,37 @@ def visible_times(lake: str, landed: dict[str, float]) -> dict[str, dict[str, fl
     return out
 
 
+def tutorial_visible_times(workdir: str, landed: dict[str, float]) -> dict[str, dict[str, float]]:
+    """:func:`visible_times` for the tutorial peer's three streams (peers/tutorial.py): bronze
+    and silver as for medallion; a file is in gold with the first commit of a gold batch that
+    read the silver version holding it (the Delta source offset in gold's checkpoint)."""
+    tables = {layer: f"{workdir}/{layer}/events" for layer in ("bronze", "silver", "gold")}
+    bronze = first_version_of_files(tables["bronze"], read_commits(tables["bronze"]))
+    silver = first_version_of_files(tables["silver"], read_commits(tables["silver"]))
+    gold_at: dict[int, float] = {}  # batch -> its commit
+    for commit in read_commits(tables["gold"]):
+        if commit.txn_version is not None:
+            gold_at.setdefault(commit.txn_version, commit.timestamp_s)
+    read_up_to = []  # (commit time, silver versions that batch had read: < this bound)
+    for batch, at in sorted(gold_at.items()):
+        offsets = Path(workdir, "_checkpoints", "gold", "offsets", str(batch))
+        offset = json.loads(offsets.read_text().splitlines()[2])
+        whole = offset["reservoirVersion"] + (1 if offset.get("index", -1) != -1 else 0)
+        read_up_to.append((at, whole))
+    out: dict[str, dict[str, float]] = {"bronze": {}, "silver": {}, "gold": {}}
+    for name, landed_at in landed.items():
+        if name in bronze:
+            out["bronze"][name] = bronze[name][1] - landed_at
+        if name not in silver:
+            continue
+        version, at = silver[name]
+        out["silver"][name] = at - landed_at
+        in_gold = [commit for commit, bound in read_up_to if version < bound]
+        if in_gold:
+            out["gold"][name] = min(in_gold) - landed_at
+    return out
+
+
 def gold_batches(lake: str) -> int:
     """How many batches added to gold (its commits tagged with a batch id)."""
     commits = read_commits(f"{lake}/gold/hourly_product_metrics")

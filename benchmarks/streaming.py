@@ -22,6 +22,7 @@ from measure import (
     gold_batches,
     kill_tree,
     percentile,
+    tutorial_visible_times,
     visible_times,
 )
 
@@ -70,8 +71,18 @@ class Feeder:
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
 
-def _start_stream(landing: str, lake: str, log: Path, interval: float | None) -> subprocess.Popen:
-    command = [*MEDALLION, "run", "--landing", landing, "--lake", lake, "--stream"]
+# The peer whose streams the latency part measures beside medallion's: three plain Delta
+# streams, no validation (benchmarks/peers/tutorial.py --stream).
+TUTORIAL = [PYTHON, "benchmarks/peers/tutorial.py"]
+
+
+def _start_stream(
+    landing: str, lake: str, log: Path, interval: float | None, pipeline: str = "medallion"
+) -> subprocess.Popen:
+    if pipeline == "tutorial":
+        command = [*TUTORIAL, "--landing", landing, "--workdir", lake, "--stream"]
+    else:
+        command = [*MEDALLION, "run", "--landing", landing, "--lake", lake, "--stream"]
     if interval is not None:
         command += ["--interval", str(interval)]
     env = {**os.environ, "MEDALLION_SPARK_MASTER": "local[2]"}
@@ -85,12 +96,15 @@ def _start_stream(landing: str, lake: str, log: Path, interval: float | None) ->
     )
 
 
-def _wait_visible(lake: str, names: dict[str, float], layer: str, timeout: float) -> bool:
-    """Wait until every file in ``names`` is visible in ``layer``; False on timeout."""
+def _wait_visible(
+    lake: str, names: dict[str, float], layer: str, timeout: float, visible=visible_times
+) -> bool:
+    """Wait until every file in ``names`` is visible in ``layer`` (by ``visible``, as
+    :func:`measure.visible_times`); False on timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if set(names) <= set(visible_times(lake, names)[layer]):
+            if set(names) <= set(visible(lake, names)[layer]):
                 return True
         except (OSError, ValueError, KeyError):
             pass  # a commit or offsets file being written; read again
@@ -98,10 +112,10 @@ def _wait_visible(lake: str, names: dict[str, float], layer: str, timeout: float
     return False
 
 
-def _warm_up(lake: str, feeder: Feeder) -> None:
+def _warm_up(lake: str, feeder: Feeder, visible=visible_times) -> None:
     """Land one file and wait until it is in gold: then every stream of the run is up."""
     warmup = feeder.land_one()
-    if not _wait_visible(lake, {warmup: 0.0}, "gold", timeout=300):
+    if not _wait_visible(lake, {warmup: 0.0}, "gold", timeout=300, visible=visible):
         raise RuntimeError(f"the stream never made its first file visible in {lake}")
 
 
@@ -134,26 +148,30 @@ def measure_latency(
     events_per_file: int = 1000,
     interval: float | None = None,
     faults: FaultRates | None = None,
+    pipeline: str = "medallion",
 ) -> dict:
     """Stream while a file of ``events_per_file`` events lands every second for ``seconds``;
-    landing-to-visible percentiles per layer, and the run's peak memory."""
+    landing-to-visible percentiles per layer, and the run's peak memory. ``pipeline`` is
+    ``medallion`` (``medallion run --stream``) or ``tutorial``, the peer's three streams."""
     faults = faults or FaultRates()
     landing, lake = str(workdir / "landing"), str(workdir / "lake")
-    process = _start_stream(landing, lake, workdir / "stream.log", interval)
+    process = _start_stream(landing, lake, workdir / "stream.log", interval, pipeline)
+    visible = tutorial_visible_times if pipeline == "tutorial" else visible_times
     feeder = Feeder(landing, events_per_file, 1.0, faults)
     with TreeSampler(process.pid) as sampler:
         try:
-            _warm_up(lake, feeder)
+            _warm_up(lake, feeder, visible)
             warm = dict(feeder.landed)
             feeder.start()
             time.sleep(seconds)
             feeder.stop()
             timed = {k: v for k, v in feeder.landed.items() if k not in warm}
-            caught_up = _wait_visible(lake, timed, "gold", timeout=120)
+            caught_up = _wait_visible(lake, timed, "gold", timeout=120, visible=visible)
         finally:
             exit_code = _stop_stream(process)
-    latencies = visible_times(lake, timed)
+    latencies = visible(lake, timed)
     return {
+        "pipeline": pipeline,
         "seconds": seconds,
         "files": len(timed),
         "events_per_file": events_per_file,

@@ -123,3 +123,44 @@ def test_quick_bench_writes_results_table_chart_and_checks(tmp_path):
     assert visible["bronze"] and set(visible["gold"]) == set(visible["bronze"])
     assert set(visible["silver"]) <= set(visible["bronze"])
     assert gold_batches(str(work / "ours")) >= 1
+
+
+def test_the_tutorial_peers_files_are_timed_to_the_gold_batch_that_read_their_silver_version(
+    tmp_path,
+):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from measure import tutorial_visible_times
+
+    def commit(layer: str, version: int, at_s: float, files=(), batch=None) -> None:
+        log = tmp_path / layer / "events" / "_delta_log"
+        log.mkdir(parents=True, exist_ok=True)
+        actions = [{"commitInfo": {"timestamp": int(at_s * 1000)}}]
+        for i, sources in enumerate(files):
+            name = f"part-{version}-{i}.parquet"
+            table = pa.table({"_source_file": [f"file:/landing/events/{s}" for s in sources]})
+            pq.write_table(table, log.parent / name)
+            actions.append({"add": {"path": name, "dataChange": True}})
+        if batch is not None:
+            actions.append({"txn": {"appId": "gold-query", "version": batch}})
+        (log / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in actions))
+
+    def offsets(batch: int, silver_version: int, index: int) -> None:
+        folder = tmp_path / "_checkpoints" / "gold" / "offsets"
+        folder.mkdir(parents=True, exist_ok=True)
+        offset = {"reservoirVersion": silver_version, "index": index}
+        (folder / str(batch)).write_text(f"v1\n{{}}\n{json.dumps(offset)}\n")
+
+    commit("bronze", 0, 101.0, [["a.json"]])
+    commit("bronze", 1, 103.0, [["b.json", "c.json"]])
+    commit("silver", 0, 102.0, [["a.json"]])
+    commit("silver", 1, 105.0, [["b.json"], ["c.json"]])
+    commit("gold", 0, 104.0, [["a.json"]], batch=0)
+    offsets(0, 1, -1)  # read silver's version 0 whole, nothing of version 1
+    commit("gold", 1, 108.0, [["a.json"]], batch=1)
+    offsets(1, 1, 1)  # read version 1 too
+    landed = {"a.json": 100.0, "b.json": 102.0, "c.json": 102.5, "d.json": 103.0}
+    visible = tutorial_visible_times(str(tmp_path), landed)
+    assert visible["bronze"] == {"a.json": 1.0, "b.json": 1.0, "c.json": 0.5}
+    assert visible["silver"] == {"a.json": 2.0, "b.json": 3.0, "c.json": 2.5}
+    assert visible["gold"] == {"a.json": 4.0, "b.json": 6.0, "c.json": 5.5}

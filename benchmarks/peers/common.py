@@ -21,9 +21,12 @@ METRIC_COLUMNS = ("views", "add_to_carts", "purchases", "unique_users")
 RESULT_PREFIX = "BENCH_RESULT "
 
 
-def parse_args(description: str | None = None, can_continue: bool = False) -> argparse.Namespace:
+def parse_args(
+    description: str | None = None, can_continue: bool = False, can_stream: bool = False
+) -> argparse.Namespace:
     """``--landing DIR`` (holds ``events/*.json``) and ``--workdir DIR`` (tables, checkpoints);
-    with ``can_continue``, ``--continue`` too (``continue_lake``: keep what the work dir holds)."""
+    with ``can_continue``, ``--continue`` too (``continue_lake``: keep what the work dir holds);
+    with ``can_stream``, ``--stream`` (stream until stopped)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--landing", required=True, help="folder with events/*.json")
     parser.add_argument("--workdir", required=True, help="tables and checkpoints (wiped first)")
@@ -33,6 +36,10 @@ def parse_args(description: str | None = None, can_continue: bool = False) -> ar
             dest="continue_lake",
             action="store_true",
             help="continue the tables and checkpoints already in --workdir instead of wiping it",
+        )
+    if can_stream:
+        parser.add_argument(
+            "--stream", action="store_true", help="stream every 0.5 s until SIGTERM"
         )
     return parser.parse_args()
 

@@ -5,15 +5,22 @@ Streaming tutorials build them: each has its own checkpoint and runs once with
 ``trigger(availableNow=True)``, one after the other. No validation beyond null checks, no
 quarantine, deduplication without a watermark, and an approximate distinct count in gold.
 
-    .venv/bin/python benchmarks/peers/tutorial.py --landing DIR --workdir DIR
+    .venv/bin/python benchmarks/peers/tutorial.py --landing DIR --workdir DIR [--stream]
 
 ``DIR`` of ``--landing`` holds ``events/*.json`` (from ``medallion generate``); the workdir
 (tables and checkpoints) is wiped first. The last stdout line is ``BENCH_RESULT {json}``.
+
+With ``--stream`` the three streams run at once with processing-time triggers of 0.5 s (the
+interval ``medallion run --stream`` looks for input at) until SIGTERM: the streaming latency
+part measures this pipeline beside medallion's (benchmarks/streaming.py).
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from pathlib import Path
 
 from common import finish, fresh_workdir, gold_totals, parse_args, session
 from pyspark.sql import DataFrame, SparkSession
@@ -32,6 +39,9 @@ EVENT_SCHEMA = StructType(
     ]
 )
 EVENT_TYPES = ["view", "add_to_cart", "purchase"]
+
+
+STREAM_INTERVAL = "0.5 seconds"
 
 
 def run_stream(stream: DataFrame, table: str, checkpoint: str, mode: str = "append") -> float:
@@ -87,11 +97,49 @@ def gold(spark: SparkSession, silver_table: str) -> DataFrame:
     )
 
 
+def stream_until_stopped(
+    spark: SparkSession, landing: str, tables: dict, checkpoints: dict
+) -> None:
+    """The three streams at once, each every 0.5 s, until SIGTERM or SIGINT. A stream reading
+    a Delta table starts once that table has its first commit."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    readers = {
+        "bronze": lambda: bronze(spark, landing),
+        "silver": lambda: silver(spark, tables["bronze"]),
+    }
+    readers["gold"] = lambda: gold(spark, tables["silver"])
+    queries = []
+    for layer, upstream in (("bronze", None), ("silver", "bronze"), ("gold", "silver")):
+        while upstream and not (Path(tables[upstream]) / "_delta_log").is_dir():
+            if stop.wait(0.2):
+                break
+        if stop.is_set():
+            break
+        queries.append(
+            readers[layer]()
+            .writeStream.format("delta")
+            .outputMode("complete" if layer == "gold" else "append")
+            .option("checkpointLocation", checkpoints[layer])
+            .trigger(processingTime=STREAM_INTERVAL)
+            .start(tables[layer])
+        )
+    while not stop.wait(0.5):
+        if any(q.exception() is not None for q in queries):
+            break
+    for query in queries:
+        query.stop()
+
+
 def main() -> None:
-    args = parse_args(__doc__)
+    args = parse_args(__doc__, can_stream=True)
     workdir = fresh_workdir(args.workdir)
     tables = {layer: f"{workdir}/{layer}/events" for layer in ("bronze", "silver", "gold")}
     checkpoints = {layer: f"{workdir}/_checkpoints/{layer}" for layer in tables}
+    if args.stream:
+        stream_until_stopped(session(), args.landing, tables, checkpoints)
+        finish({"peer": "tutorial", "streamed": True})
 
     started = time.monotonic()
     spark = session()
