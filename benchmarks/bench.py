@@ -55,6 +55,7 @@ LATENCY_RUNS = (
     ("latency", None, "medallion"),
     ("latency_short_interval", 0.2, "medallion"),
     ("latency_tutorial", None, "tutorial"),
+    ("latency_floor", None, "floor"),
 )
 TARGETS = {
     # Issue 28's targets: a backfill at most 2.5x the batch ceiling's time, and at least as
@@ -256,6 +257,16 @@ def _machine() -> dict:
     }
 
 
+def _carried(results: dict) -> list[str]:
+    """A line naming the parts a run skipped and took from earlier runs (``carried_from``:
+    part -> when it was measured), if any."""
+    carried = results.get("carried_from") or {}
+    if not carried:
+        return []
+    parts = ", ".join(f"{part} ({when})" for part, when in sorted(carried.items()))
+    return ["", f"Not measured in this run, quoted from earlier runs: {parts}."]
+
+
 def markdown(results: dict) -> str:
     """The results as the Markdown tables the README quotes."""
     n = results["events"]
@@ -266,6 +277,7 @@ def markdown(results: dict) -> str:
         f"{machine['memory_gb']} GiB, Spark local[2]; {n:,} events in {FILES} files"
         + (" (quick mode)" if results["quick"] else "")
         + ".",
+        *_carried(results),
         "",
         "| pipeline | wall s | events/s | bronze s | silver s | gold s | peak RSS MB (Py+JVM) "
         "| peak heap MB | gold vs medallion |",
@@ -307,7 +319,11 @@ def markdown(results: dict) -> str:
         latency = results.get(key)
         if not latency:
             continue
-        who = "" if pipeline == "medallion" else f"the {pipeline} peer's streams, "
+        who = {
+            "tutorial": "the tutorial peer's three streams, ",
+            "floor": "one plain stream appending each file to a Delta table (the tutorial's "
+            "bronze alone), ",
+        }.get(pipeline, "")
         lines += [
             "",
             f"Streaming latency, {who}landing to queryable ({latency['files']} files of "
@@ -319,6 +335,8 @@ def markdown(results: dict) -> str:
         ]
         for layer in ("bronze", "silver", "gold"):
             s = latency["layers"].get(layer, {})
+            if not s.get("files"):
+                continue  # a layer the pipeline does not have
             lines.append(
                 f"| {layer} | {s.get('p50_s')} | {s.get('p95_s')} | {s.get('p99_s')} "
                 f"| {s.get('max_s')} |"

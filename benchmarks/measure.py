@@ -261,14 +261,17 @@ def visible_times(lake: str, landed: dict[str, float]) -> dict[str, dict[str, fl
 
 
 def tutorial_visible_times(workdir: str, landed: dict[str, float]) -> dict[str, dict[str, float]]:
-    """:func:`visible_times` for the tutorial peer's three streams (peers/tutorial.py): bronze
-    and silver as for medallion; a file is in gold with the first commit of a gold batch that
-    read the silver version holding it (the Delta source offset in gold's checkpoint)."""
+    """:func:`visible_times` for the tutorial peer's streams (peers/tutorial.py; a layer it did
+    not stream has no times): bronze and silver as for medallion; a file is in gold with the
+    first commit of a gold batch that read the silver version holding it (the Delta source
+    offset in gold's checkpoint)."""
     tables = {layer: f"{workdir}/{layer}/events" for layer in ("bronze", "silver", "gold")}
-    bronze = first_version_of_files(tables["bronze"], read_commits(tables["bronze"]))
-    silver = first_version_of_files(tables["silver"], read_commits(tables["silver"]))
+    streamed = {layer: Path(t, "_delta_log").is_dir() for layer, t in tables.items()}
+    commits = {layer: read_commits(t) if streamed[layer] else [] for layer, t in tables.items()}
+    bronze = first_version_of_files(tables["bronze"], commits["bronze"])
+    silver = first_version_of_files(tables["silver"], commits["silver"])
     gold_at: dict[int, float] = {}  # batch -> its commit
-    for commit in read_commits(tables["gold"]):
+    for commit in commits["gold"]:
         if commit.txn_version is not None:
             gold_at.setdefault(commit.txn_version, commit.timestamp_s)
     read_up_to = []  # (commit time, silver versions that batch had read: < this bound)

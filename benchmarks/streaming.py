@@ -71,16 +71,19 @@ class Feeder:
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
 
-# The peer whose streams the latency part measures beside medallion's: three plain Delta
-# streams, no validation (benchmarks/peers/tutorial.py --stream).
+# The peer pipelines the latency part streams beside medallion, and their layers: ``tutorial``,
+# three plain Delta streams without validation; ``floor``, its bronze stream alone, each file's
+# lines appended to one Delta table (benchmarks/peers/tutorial.py --stream LAYERS).
 TUTORIAL = [PYTHON, "benchmarks/peers/tutorial.py"]
+PEER_STREAMS = {"tutorial": "bronze,silver,gold", "floor": "bronze"}
 
 
 def _start_stream(
     landing: str, lake: str, log: Path, interval: float | None, pipeline: str = "medallion"
 ) -> subprocess.Popen:
-    if pipeline == "tutorial":
+    if pipeline in PEER_STREAMS:
         command = [*TUTORIAL, "--landing", landing, "--workdir", lake, "--stream"]
+        command.append(PEER_STREAMS[pipeline])
     else:
         command = [*MEDALLION, "run", "--landing", landing, "--lake", lake, "--stream"]
     if interval is not None:
@@ -112,10 +115,10 @@ def _wait_visible(
     return False
 
 
-def _warm_up(lake: str, feeder: Feeder, visible=visible_times) -> None:
-    """Land one file and wait until it is in gold: then every stream of the run is up."""
+def _warm_up(lake: str, feeder: Feeder, visible=visible_times, layer: str = "gold") -> None:
+    """Land one file and wait until it is in ``layer``, the last: then every stream is up."""
     warmup = feeder.land_one()
-    if not _wait_visible(lake, {warmup: 0.0}, "gold", timeout=300, visible=visible):
+    if not _wait_visible(lake, {warmup: 0.0}, layer, timeout=300, visible=visible):
         raise RuntimeError(f"the stream never made its first file visible in {lake}")
 
 
@@ -152,21 +155,22 @@ def measure_latency(
 ) -> dict:
     """Stream while a file of ``events_per_file`` events lands every second for ``seconds``;
     landing-to-visible percentiles per layer, and the run's peak memory. ``pipeline`` is
-    ``medallion`` (``medallion run --stream``) or ``tutorial``, the peer's three streams."""
+    ``medallion`` (``medallion run --stream``) or a peer of :data:`PEER_STREAMS`."""
     faults = faults or FaultRates()
     landing, lake = str(workdir / "landing"), str(workdir / "lake")
     process = _start_stream(landing, lake, workdir / "stream.log", interval, pipeline)
-    visible = tutorial_visible_times if pipeline == "tutorial" else visible_times
+    visible = tutorial_visible_times if pipeline in PEER_STREAMS else visible_times
+    last = PEER_STREAMS.get(pipeline, "gold").split(",")[-1]  # the layer a file reaches last
     feeder = Feeder(landing, events_per_file, 1.0, faults)
     with TreeSampler(process.pid) as sampler:
         try:
-            _warm_up(lake, feeder, visible)
+            _warm_up(lake, feeder, visible, last)
             warm = dict(feeder.landed)
             feeder.start()
             time.sleep(seconds)
             feeder.stop()
             timed = {k: v for k, v in feeder.landed.items() if k not in warm}
-            caught_up = _wait_visible(lake, timed, "gold", timeout=120, visible=visible)
+            caught_up = _wait_visible(lake, timed, last, timeout=120, visible=visible)
         finally:
             exit_code = _stop_stream(process)
     latencies = visible(lake, timed)

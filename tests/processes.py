@@ -13,7 +13,7 @@ from pathlib import Path
 MEDALLION = str(Path(sys.executable).with_name("medallion"))
 
 # The long-lived JVMs of the suite, the shared session and the notebook kernel, run with a local
-# session's own options (medallion.session.LOCAL_JVM_OPTIONS): C1, then C2 only after ten times
+# session's own options (medallion.jvm_options.LOCAL_JVM_OPTIONS): C1, then C2 only after ten times
 # the default count of calls and loops, since the suite runs many different plans a few times
 # each (docs/testing.md). The processes the suite starts, each a run or two, compile with C1
 # alone, where C2's compilations cost more CPU than they save; C1's default code cache (48 MB)

@@ -39,7 +39,11 @@ def parse_args(
         )
     if can_stream:
         parser.add_argument(
-            "--stream", action="store_true", help="stream every 0.5 s until SIGTERM"
+            "--stream",
+            nargs="?",
+            const="bronze,silver,gold",
+            metavar="LAYERS",
+            help="stream the layers (default: all three) every 0.5 s until SIGTERM",
         )
     return parser.parse_args()
 

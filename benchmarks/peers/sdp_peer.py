@@ -37,11 +37,8 @@ VENV_BIN = REPO / ".venv" / "bin"
 sys.path.insert(0, str(REPO / "src"))  # medallion, when not run from the project's venv
 from common import finish, gold_totals  # noqa: E402
 
-from medallion.session import (  # noqa: E402
-    DELTA_MAVEN_PACKAGE,
-    LOCAL_SPARK_CONF,
-    driver_memory,
-)
+from medallion.jvm_options import driver_memory  # noqa: E402
+from medallion.session import DELTA_MAVEN_PACKAGE, LOCAL_SPARK_CONF  # noqa: E402
 
 MASTER = "local[2]"
 LANDING_CONF = "spark.medallion.sdp.landing"  # read by sdp/transformations/medallion_flows.py

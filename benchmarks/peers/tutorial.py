@@ -5,14 +5,15 @@ Streaming tutorials build them: each has its own checkpoint and runs once with
 ``trigger(availableNow=True)``, one after the other. No validation beyond null checks, no
 quarantine, deduplication without a watermark, and an approximate distinct count in gold.
 
-    .venv/bin/python benchmarks/peers/tutorial.py --landing DIR --workdir DIR [--stream]
+    .venv/bin/python benchmarks/peers/tutorial.py --landing DIR --workdir DIR [--stream [LAYERS]]
 
 ``DIR`` of ``--landing`` holds ``events/*.json`` (from ``medallion generate``); the workdir
 (tables and checkpoints) is wiped first. The last stdout line is ``BENCH_RESULT {json}``.
 
 With ``--stream`` the three streams run at once with processing-time triggers of 0.5 s (the
 interval ``medallion run --stream`` looks for input at) until SIGTERM: the streaming latency
-part measures this pipeline beside medallion's (benchmarks/streaming.py).
+part measures this pipeline beside medallion's (benchmarks/streaming.py). ``--stream bronze``
+runs the first stream alone: what landing a file in one Delta table costs on the machine.
 """
 
 from __future__ import annotations
@@ -98,10 +99,11 @@ def gold(spark: SparkSession, silver_table: str) -> DataFrame:
 
 
 def stream_until_stopped(
-    spark: SparkSession, landing: str, tables: dict, checkpoints: dict
+    spark: SparkSession, landing: str, tables: dict, checkpoints: dict, layers: str
 ) -> None:
-    """The three streams at once, each every 0.5 s, until SIGTERM or SIGINT. A stream reading
-    a Delta table starts once that table has its first commit."""
+    """The streams of ``layers`` (``bronze,silver,gold``, or a prefix) at once, each every
+    0.5 s, until SIGTERM or SIGINT. A stream reading a Delta table starts once that table has
+    its first commit."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -111,7 +113,8 @@ def stream_until_stopped(
     }
     readers["gold"] = lambda: gold(spark, tables["silver"])
     queries = []
-    for layer, upstream in (("bronze", None), ("silver", "bronze"), ("gold", "silver")):
+    chain = (("bronze", None), ("silver", "bronze"), ("gold", "silver"))
+    for layer, upstream in chain[: len(layers.split(","))]:
         while upstream and not (Path(tables[upstream]) / "_delta_log").is_dir():
             if stop.wait(0.2):
                 break
@@ -138,7 +141,7 @@ def main() -> None:
     tables = {layer: f"{workdir}/{layer}/events" for layer in ("bronze", "silver", "gold")}
     checkpoints = {layer: f"{workdir}/_checkpoints/{layer}" for layer in tables}
     if args.stream:
-        stream_until_stopped(session(), args.landing, tables, checkpoints)
+        stream_until_stopped(session(), args.landing, tables, checkpoints, args.stream)
         finish({"peer": "tutorial", "streamed": True})
 
     started = time.monotonic()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from medallion import class_archive
 from medallion.jars import cache_root, cached_jars, store_jars
+from medallion.jvm_options import LOCAL_JVM_OPTIONS, driver_memory, java_options, with_java_options
 from medallion.local_fs import local_file_system_conf
 
 if TYPE_CHECKING:
@@ -43,20 +43,6 @@ PACKAGES_CONF = "spark.medallion.packages"
 
 # The JVM's logging: warnings to stderr, the noise of a laptop run raised to errors only.
 LOG4J2_CONFIGURATION = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
-
-# The collector and compilers of local JVMs (driver and executors). The parallel collector's
-# write barriers cost tasks less than G1's, and on 2 cores its threads take half the CPU of G1's.
-# C2 compiles a method after ten times the default count of calls and loops: a run executes many
-# plans a few times each, and C2 spent a third of a backfill's CPU on code it would not run
-# much longer. A 1M-event backfill took 23% less CPU; docs/development.md, "JVM options".
-LOCAL_JVM_OPTIONS = (
-    "-XX:+UseParallelGC",
-    "-XX:Tier4InvocationThreshold=50000",
-    "-XX:Tier4MinInvocationThreshold=6000",
-    "-XX:Tier4CompileThreshold=150000",
-    "-XX:Tier4BackEdgeThreshold=400000",
-)
-_COLLECTOR_OPTION = re.compile(r"-XX:\+Use\w+GC\b")
 
 LOCAL_SPARK_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -157,41 +143,6 @@ def local_packages(packages: Sequence[str] = ()) -> list[str]:
     """Delta, then ``packages``, then ``MEDALLION_EXTRA_PACKAGES``, each once."""
     extra = _split_packages(os.environ.get("MEDALLION_EXTRA_PACKAGES", ""))
     return list(dict.fromkeys([DELTA_MAVEN_PACKAGE, *packages, *extra]))
-
-
-# The local driver's heap. 1 GiB took a backfill of 2M events in one batch (batches are cached
-# with memory-and-disk storage); 2 GiB took about the same time for 1M events and 1 GB more
-# resident memory, which the JVM gives back to the system only when it exits.
-DEFAULT_DRIVER_MEMORY = "1g"
-
-
-def driver_memory() -> str:
-    """The local driver's heap: ``MEDALLION_DRIVER_MEMORY``, else :data:`DEFAULT_DRIVER_MEMORY`."""
-    return os.environ.get("MEDALLION_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)
-
-
-def java_options() -> str:
-    """More options for the local JVMs, from ``MEDALLION_JAVA_OPTIONS`` (empty by default),
-    given after :data:`LOCAL_JVM_OPTIONS`, so that they win.
-
-    Short-lived sessions on small data are cheaper with ``-XX:TieredStopAtLevel=1
-    -XX:ReservedCodeCacheSize=256m``; long runs are faster without them (docs/development.md).
-    """
-    return os.environ.get("MEDALLION_JAVA_OPTIONS", "").strip()
-
-
-def with_java_options(defaults: str, options: str) -> str:
-    """A JVM's ``defaults`` followed by ``options``; a collector that ``options`` choose
-    replaces the default one (a JVM refuses two).
-
-    >>> with_java_options("-Da=1 -XX:+UseParallelGC", "-XX:+UseG1GC")
-    '-Da=1 -XX:+UseG1GC'
-    >>> with_java_options("-Da=1 -XX:+UseParallelGC", "")
-    '-Da=1 -XX:+UseParallelGC'
-    """
-    if _COLLECTOR_OPTION.search(options):
-        defaults = " ".join(o for o in defaults.split() if not _COLLECTOR_OPTION.fullmatch(o))
-    return " ".join(filter(None, [defaults, options]))
 
 
 def _repositories(packages: Sequence[str]) -> list[str]:

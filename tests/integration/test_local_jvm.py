@@ -1,5 +1,5 @@
 """A local session's JVM runs with medallion's collector and compiler settings
-(medallion.session.LOCAL_JVM_OPTIONS), and a collector given by the user replaces the default."""
+(medallion.jvm_options.LOCAL_JVM_OPTIONS), and a collector given by the user replaces the default."""
 
 from __future__ import annotations
 
