@@ -14,7 +14,6 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.compaction import compact_fragmented
 from medallion.config import Config
-from medallion.console import plural, step
 from medallion.declarations import landing_datasets
 from medallion.errors import PipelineError
 from medallion.gaps import gaps_table_spec
@@ -24,20 +23,13 @@ from medallion.session import is_connect_session
 from medallion.sql_names import TableRef
 from medallion.storage import folder_exists
 from medallion.streams import fusion
-from medallion.streams.caught_up import has_read_everything
 from medallion.streams.continuous import ContinuousQueries
+from medallion.streams.drain import drain, start_query
 from medallion.streams.flows import Flow, fusion_head
-from medallion.streams.flows import flow as _flow
 from medallion.streams.progress import PROGRESS_PROPERTIES, PROGRESS_SCHEMA, progress_table
-from medallion.streams.query_lifecycle import (
-    MAX_RESTARTS,
-    restartable,
-    why_restart,
-)
 from medallion.streams.run_choice import chosen_flows, nothing_to_run
 from medallion.streams.run_monitor import monitored
 from medallion.streams.run_report import RunReport, summarize, table_versions
-from medallion.streams.sinks import Trigger, start_flow
 from medallion.streams.stage_clock import STAGE_CLOCK
 from medallion.streams.start_checks import check_landing, record_gaps, refuse_unsafe_starts
 from medallion.streams.stream_errors import describe_failure, error_summary
@@ -68,22 +60,6 @@ def _prepare(
         path = config.landing_dir(dataset)
         if "://" not in path and not path.startswith("/Volumes/"):
             os.makedirs(path, exist_ok=True)
-
-
-def _start(
-    spark: SparkSession,
-    config: Config,
-    flow: Flow,
-    trigger: Trigger,
-    fusions: dict[str, fusion.Fusion],
-) -> StreamingQuery:
-    """Start one flow (a head carrying the members its fusion names); a failure to start
-    names the stream, its checkpoint and the cause."""
-    try:
-        fused = fusions[flow.name].fused if flow.fuses else ()
-        return start_flow(spark, config, flow, trigger, fused)
-    except PySparkException as error:
-        raise describe_failure(flow, config, error) from error
 
 
 def _with_members(flows: Sequence[Flow]) -> list[str]:
@@ -155,13 +131,13 @@ def _run_available_now(
     record_gaps(spark, config, flows)
     before = table_versions(spark, config)
     stages_before = dict(STAGE_CLOCK.seconds)
-    finished, flow_seconds = _drain(spark, config, flows, fusions, interrupt)
+    finished, flow_seconds = drain(spark, config, flows, fusions, interrupt)
     check_landing(config, flows)  # replaced while this run read the folder
     record_gaps(spark, config, flows)
     for fused in fusions.values():
         if fused.catching_up:
             fusion.finish_catching_up(spark, config, fused)
-    report = summarize(spark, config, before, {n: [q] for n, q in finished.items()})
+    report = summarize(spark, config, before, finished)
     report.flow_seconds = flow_seconds
     for name in flow_seconds:  # a flow with nothing to read ran no batch
         report.batches.setdefault(name, 0)
@@ -177,102 +153,6 @@ def _run_available_now(
     ]
     report.compacted = compact_fragmented(spark, written)
     return report
-
-
-def _dependencies(flows: Sequence[Flow], fusions: dict[str, fusion.Fusion]) -> dict[str, set[str]]:
-    """For each flow, the flows of this run that write a table it reads (a head writes the
-    tables of the members it carries too)."""
-    writer = {}
-    for flow in flows:
-        carried = fusions[flow.name].fused if flow.name in fusions else ()
-        for name in (flow.name, *carried):
-            writer.update(dict.fromkeys(_flow(name).writes, flow.name))
-    return {
-        f.name: {writer[key] for key in f.inputs if writer.get(key, f.name) != f.name}
-        for f in flows
-    }
-
-
-def _drain(
-    spark: SparkSession,
-    config: Config,
-    flows: tuple[Flow, ...],
-    fusions: dict[str, fusion.Fusion],
-    interrupt: threading.Event | None = None,
-) -> tuple[dict[str, StreamingQuery], dict[str, float]]:
-    """Run ``flows`` with available-now triggers, each as soon as the flows that write what it
-    reads have finished (the events and the customer changes run side by side); the finished
-    queries, and each flow's wall seconds. A failed flow stops the others."""
-    for fused in fusions.values():
-        if not fused.catching_up:
-            fusion.mark_fused(spark, config, fused.head)
-    trigger = Trigger(available_now=True)
-    needs = _dependencies(flows, fusions)
-    waiting = list(flows)
-    running: dict[str, tuple[Flow, StreamingQuery, float]] = {}
-    finished: dict[str, StreamingQuery] = {}
-    skipped: set[str] = set()  # flows with nothing to read: never started
-    seconds: dict[str, float] = {}
-    restarts: dict[str, int] = {}
-    # Over Spark Connect every foreachBatch shares the client's session, so the confs that tag
-    # concurrent flows' MERGEs could tag each other's writes: run them one by one.
-    one_at_a_time = is_connect_session(spark)
-    try:
-        while waiting or running:
-            if interrupt is not None and interrupt.is_set():
-                raise KeyboardInterrupt  # the queries stop below, their batches replayed later
-            ready = [f for f in waiting if needs[f.name] <= finished.keys() | skipped]
-            if one_at_a_time:
-                ready = ready[:1] if not running else []
-            for flow in ready:
-                waiting.remove(flow)
-                if has_read_everything(spark, config, flow):
-                    step(log, f"{flow.name:<{STEP_NAME_WIDTH}}  OK  nothing new")
-                    skipped.add(flow.name)
-                    seconds[flow.name] = 0.0
-                    continue
-                log.info("starting %s (%s, available now)", flow.name, flow.layer)
-                query = _start(spark, config, flow, trigger, fusions)
-                running[flow.name] = (flow, query, time.monotonic())
-            if not running:
-                if ready:  # all of them had nothing to read: those after them may be ready
-                    continue
-                raise PipelineError(f"flows wait on each other: {[f.name for f in waiting]}")
-            for name, (flow, query, started) in list(running.items()):
-                try:
-                    if not query.awaitTermination(0.05):
-                        continue
-                except PySparkException as error:
-                    if restartable(error) and restarts.get(name, 0) < MAX_RESTARTS:
-                        step(log, "%s: %s; restarting it", name, why_restart(error))
-                        restarts[name] = restarts.get(name, 0) + 1
-                        running[name] = (
-                            flow,
-                            _start(spark, config, flow, trigger, fusions),
-                            started,
-                        )
-                        continue
-                    raise describe_failure(flow, config, error) from error
-                del running[name]
-                finished[name] = query
-                seconds[name] = round(time.monotonic() - started, 3)
-                _report_finished(name, query, seconds[name])
-    finally:
-        for _, query, _ in running.values():
-            query.stop()
-    return finished, seconds
-
-
-# Wide enough for every declared flow's name, so the step lines of a run line up.
-STEP_NAME_WIDTH = 30
-
-
-def _report_finished(name: str, query: StreamingQuery, seconds: float) -> None:
-    """One line for people: ``bronze_events  OK  5,251 rows  1 batch  4.1 s``."""
-    progress = query.recentProgress
-    rows = plural(sum(p.numInputRows for p in progress), "row")
-    batches = plural(len(progress), "batch")
-    step(log, f"{name:<{STEP_NAME_WIDTH}}  OK  {rows:>12}  {batches:>11}  {seconds:7.1f} s")
 
 
 # Called with the running queries of a continuous run, for a display.
@@ -338,7 +218,7 @@ def _run_streaming(
         catching_up = {m for f in behind for m in f.catching_up}
         group = tuple(f for f in flows if f.name in fusions or f.name in catching_up)
         log.info("catching up first: %s", ", ".join(sorted(catching_up)))
-        _drain(spark, config, group, fusions)
+        drain(spark, config, group, fusions)
         for fused in behind:
             fusion.finish_catching_up(spark, config, fused)
         fusions = {f.head.name: fusion.plan(spark, config, f.head) for f in fusions.values()}
@@ -350,7 +230,7 @@ def _run_streaming(
         config,
         flows,
         _written_tables(config, flows),
-        lambda flow, trigger: _start(spark, config, flow, trigger, fusions),
+        lambda flow, trigger: start_query(spark, config, flow, trigger, fusions),
         locks,
     )
     try:
