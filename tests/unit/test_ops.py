@@ -307,6 +307,32 @@ def test_progress_rows_and_live_progress_without_flooding(monkeypatch, tmp_path,
     assert "\n" not in screen.getvalue()
 
 
+def test_progress_is_written_once_no_query_of_the_run_is_running(monkeypatch, tmp_path):
+    written = []
+    monkeypatch.setattr(
+        run_monitor, "write_progress", lambda spark, config, rows: written.extend(rows)
+    )
+    monkeypatch.setattr(run_monitor, "wait_for_listener_bus", lambda spark: None)
+    config = Config(landing=str(tmp_path), lake=str(tmp_path))
+    run = run_monitor.RunMonitor(_FakeSpark(), config, flush_seconds=3600, live=False)
+    run.start()
+    recorder = run.spark.streams.listeners[0]
+    other = type("Other", (), {"id": uuid.UUID(int=2)})()
+    recorder.onQueryStarted(other)
+    _started(recorder)
+    recorder.onQueryProgress(_progress_event("bronze_events", 0, 120))
+    recorder.onQueryTerminated(other)
+    time.sleep(0.3)
+    assert written == []  # a query of the run is still running
+    recorder.onQueryTerminated(type("Ended", (), {"id": QUERY_ID})())
+    deadline = time.monotonic() + 5
+    while not written and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [r["batch_id"] for r in written] == [0]  # before the run's end, not an hour later
+    run.close()
+    assert len(written) == 1
+
+
 def test_reset_without_a_terminal_needs_yes_and_deletes_nothing(tmp_path, capsys):
     from medallion.cli import main
 

@@ -46,7 +46,7 @@ from medallion.storage import local_path
 from medallion.streams.checkpoint_files import committed_batch
 from medallion.streams.kafka import batch_read
 from medallion.streams.kafka_loss_hint import gaps_location
-from medallion.tables import read_table, table_exists
+from medallion.tables import read_table, rows_frame, table_exists
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +213,12 @@ def _ranges(
 def _first_written(spark: SparkSession, bronze_table: TableRef, ranges: list[_Range]):
     """The smallest offset bronze holds of each range, from that range's batch (one query)."""
     schema = "rid INT, ts BIGINT, topic STRING, kafka_partition INT, start BIGINT, until BIGINT"
-    rows = [(i, r.timestamp_ms, r.topic, r.partition, r.start, r.end) for i, r in enumerate(ranges)]
-    wanted = spark.createDataFrame(rows, schema).withColumn("ingested", F.timestamp_millis("ts"))
+    names = ("rid", "ts", "topic", "kafka_partition", "start", "until")
+    rows = [
+        dict(zip(names, (i, r.timestamp_ms, r.topic, r.partition, r.start, r.end), strict=True))
+        for i, r in enumerate(ranges)
+    ]
+    wanted = rows_frame(spark, rows, schema).withColumn("ingested", F.timestamp_millis("ts"))
     stamps = sorted({r.timestamp_ms for r in ranges})
     bronze = read_table(spark, bronze_table).where(
         F.col("_ingested_at").isin(*[F.timestamp_millis(F.lit(ms)) for ms in stamps])

@@ -123,8 +123,8 @@ class StreamTotals:
 
 class _JsonEvents:
     """The Java side of a :class:`ProgressRecorder`: Spark's ``PythonStreamingQueryListener``,
-    handing each progress over as its JSON text (one Py4J call) and ignoring the other events
-    but a query's start."""
+    handing each progress over as its JSON text (one Py4J call); of the other events, only a
+    query's start and end."""
 
     def __init__(self, recorder: ProgressRecorder) -> None:
         self.recorder = recorder
@@ -140,7 +140,7 @@ class _JsonEvents:
         pass
 
     def onQueryTerminated(self, jevent: Any) -> None:
-        pass
+        self.recorder.terminated(jevent.id().toString())
 
     class Java:
         implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
@@ -158,6 +158,8 @@ class ProgressRecorder(StreamingQueryListener):
         self._queries: set[str] = set()
         self.totals: dict[str, StreamTotals] = {}
         self.events = 0
+        self._running: set[str] = set()
+        self.ended = threading.Event()  # set when the run's last running query has ended
 
     @property
     def _jlistener(self) -> Any:
@@ -173,6 +175,7 @@ class ProgressRecorder(StreamingQueryListener):
         """Record a query of this run: only their progress is kept."""
         with self._lock:
             self._queries.add(query_id)
+            self._running.add(query_id)
 
     def onQueryStarted(self, event: Any) -> None:
         self.started(str(event.id))
@@ -195,7 +198,17 @@ class ProgressRecorder(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        pass
+        self.terminated(str(event.id))
+
+    def terminated(self, query_id: str) -> None:
+        """A query ended: once none of this run's is running, their last progress is in."""
+        with self._lock:
+            if query_id not in self._running:
+                return
+            self._running.discard(query_id)
+            idle = not self._running
+        if idle:
+            self.ended.set()
 
     def take(self) -> list[dict[str, Any]]:
         """The buffered rows, removed from the buffer."""

@@ -11,7 +11,6 @@ the batch's other writes, so it costs the batch no time of its own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,7 +27,7 @@ from medallion.expectations import FAILED_RULES, Expectations, expectations_of
 from medallion.parallel import side_by_side
 from medallion.quality_log import QUALITY_SCHEMA, quality_table
 from medallion.streams.exactly_once import BatchWrites
-from medallion.tables import table_version
+from medallion.tables import rows_frame, table_version
 
 # How many of the failing lines an ExpectationFailedError quotes, and how much of each.
 SAMPLE_LINES, SAMPLE_CHARACTERS = 2, 160
@@ -52,18 +51,6 @@ class BatchQuality:
 def _rule_counts(names: tuple[str, ...]) -> list[Column]:
     failed = F.col(FAILED_RULES)
     return [F.count(F.lit(1)), *[F.count_if(F.array_contains(failed, n)) for n in names]]
-
-
-_LOG_COLUMNS = [column.split() for column in QUALITY_SCHEMA.split(", ")]  # [name, type]
-_LOG_ROWS_TYPE = f"array<struct<{', '.join(f'{name}: {kind}' for name, kind in _LOG_COLUMNS)}>>"
-
-
-def _log_rows(rows: list[tuple]) -> Column:
-    """The log's rows as one JSON literal, parsed in the JVM: no Python worker, unlike
-    ``createDataFrame``, and a few Py4J calls whatever the number of rules."""
-    names = [name for name, _ in _LOG_COLUMNS]
-    text = json.dumps([dict(zip(names, row, strict=True)) for row in rows], default=str)
-    return F.inline(F.from_json(F.lit(text), _LOG_ROWS_TYPE))
 
 
 class QualityGate:
@@ -115,23 +102,23 @@ class QualityGate:
     def record(self, writes: BatchWrites, quality: BatchQuality, app_id: str) -> None:
         """Append the batch's counts to the data-quality log, as ``app_id``'s write of it."""
         spark: SparkSession = writes.spark
-        now = datetime.now(timezone.utc).isoformat()
+        now = datetime.now(timezone.utc)
         rows = [
-            (
-                self.stream,
-                writes.batch_id,
-                self.contract.dataset,
-                self.table.key,
-                quality.table_version,
-                rule,
-                self.expectations.action(rule),
-                quality.rows - failed,
-                failed,
-                now,
-            )
+            {
+                "stream": self.stream,
+                "batch_id": writes.batch_id,
+                "dataset": self.contract.dataset,
+                "table_name": self.table.key,
+                "table_version": quality.table_version,
+                "rule": rule,
+                "action": self.expectations.action(rule),
+                "passed": quality.rows - failed,
+                "failed": failed,
+                "recorded_at": now,
+            }
             for rule, failed in quality.failed.items()
         ]
-        writes.append(spark.range(1).select(_log_rows(rows)), self.log, app_id)
+        writes.append(rows_frame(spark, rows, QUALITY_SCHEMA), self.log, app_id)
 
     def record_beside(
         self, writes: BatchWrites, quality: BatchQuality, app_id: str, write: Callable[[], None]

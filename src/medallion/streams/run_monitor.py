@@ -125,6 +125,7 @@ class RunMonitor:
             return
         wait_for_listener_bus(self.spark)
         self._stop.set()
+        self.recorder.ended.set()  # wakes the flush thread
         for thread in self._threads:
             thread.join(timeout=60)
         self.flush()
@@ -157,8 +158,13 @@ class RunMonitor:
             log.warning("could not log the lines of erased subjects dropped", exc_info=True)
 
     def _flush_loop(self) -> None:
-        while not self._stop.wait(self.flush_seconds):
-            self.flush()
+        """Flush every ``flush_seconds``, and as soon as no query of the run is running: an
+        available-now run's last events are written while the run summarizes, not after it."""
+        while not self._stop.is_set():
+            self.recorder.ended.wait(self.flush_seconds)
+            self.recorder.ended.clear()
+            if not self._stop.is_set():
+                self.flush()
 
     def _display_loop(self, terminal: bool) -> None:
         interval = 1.0 if terminal else self.log_seconds
