@@ -257,6 +257,35 @@ def _machine() -> dict:
     }
 
 
+# Parts kept only in a run's results: a run that skips one quotes the previous run's.
+RESULT_PARTS = (
+    "latency",
+    "latency_short_interval",
+    "latency_tutorial",
+    "latency_floor",
+    "recovery",
+    "scaling",
+    "growth",
+)
+# Parts kept in files of their own in the results folder, which a skipped part is read from.
+FILE_PARTS = ("small_files", "deliveries", "incremental", "refresh", "tagged_writes")
+
+
+def _carry_skipped(results: dict, skip: set[str], previous: dict) -> None:
+    """Quote the parts this run skipped from ``previous`` (the last run's results, of the same
+    size), naming when each was measured in ``carried_from``: the parts of the results the run
+    lacks, and the parts read from their files that it skipped."""
+    if (previous.get("quick"), previous.get("events")) != (results["quick"], results["events"]):
+        return
+    earlier = previous.get("carried_from") or {}
+    carried = [p for p in RESULT_PARTS if p not in results and p in previous]
+    for part in carried:
+        results[part] = previous[part]
+    carried += [p for p in FILE_PARTS if p in skip and p in results and p in previous]
+    if carried:
+        results["carried_from"] = {p: earlier.get(p, previous["started_at"]) for p in carried}
+
+
 def _carried(results: dict) -> list[str]:
     """A line naming the parts a run skipped and took from earlier runs (``carried_from``:
     part -> when it was measured), if any."""
@@ -736,6 +765,9 @@ def main() -> None:
             recorded.write_text(json.dumps(run.result, indent=2))
         if recorded.exists():
             results[part] = json.loads(recorded.read_text())
+    previous = args.out / "latest.json"
+    if previous.exists():
+        _carry_skipped(results, skip, json.loads(previous.read_text()))
     results["checks"] = _checks(results)
     results["bench_s"] = round(time.monotonic() - began, 1)
     text = json.dumps(results, indent=2, default=str)

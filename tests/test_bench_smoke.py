@@ -21,7 +21,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench import _backfill_panel, _gold_diff  # noqa: E402
+from bench import _backfill_panel, _carry_skipped, _gold_diff  # noqa: E402
 from measure import gold_batches, visible_times  # noqa: E402
 
 
@@ -69,6 +69,40 @@ def test_the_chart_stacks_layers_draws_both_targets_and_marks_a_peer_with_wrong_
     assert {hatch for x, _, _, hatch in bars if x in (0, 1, 3)} == {None}
     assert [t.get_text() for t in axis.texts] == ["gold differs"]
     plt.close(figure)
+
+
+def test_a_partial_run_quotes_the_parts_it_skipped_with_when_they_were_measured():
+    previous = {
+        "started_at": "2026-12-05T10:00:00Z",
+        "quick": False,
+        "events": 1000,
+        "scaling": {"exponent": 0.33},
+        "growth": {"batches": 66},
+        "latency": {"old": True},
+        "refresh": {"ratio": 1.8},
+        "incremental": {"ratio": 1.1},
+        "carried_from": {"growth": "2026-11-25T15:19:55Z", "incremental": "2026-11-25T15:19:55Z"},
+    }
+    results = {
+        "started_at": "2026-12-06T06:23:56Z",
+        "quick": False,
+        "events": 1000,
+        "latency": {"new": True},  # measured in this run
+        "refresh": {"ratio": 1.95},  # measured in this run, written to its file
+        "incremental": {"ratio": 1.1},  # skipped, read from its file
+    }
+    _carry_skipped(results, {"scaling", "growth", "incremental"}, previous)
+    assert results["latency"] == {"new": True} and results["refresh"] == {"ratio": 1.95}
+    assert results["scaling"] == {"exponent": 0.33} and results["growth"] == {"batches": 66}
+    assert results["carried_from"] == {
+        "scaling": "2026-12-05T10:00:00Z",
+        "growth": "2026-11-25T15:19:55Z",
+        "incremental": "2026-11-25T15:19:55Z",
+    }
+    # A run of another size quotes nothing.
+    other = {"started_at": "x", "quick": True, "events": 1000}
+    _carry_skipped(other, {"scaling"}, previous)
+    assert "scaling" not in other and "carried_from" not in other
 
 
 @pytest.mark.slow
