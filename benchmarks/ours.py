@@ -17,17 +17,20 @@ from peers.common import finish, fresh_workdir, gold_totals, parse_args
 
 from medallion.config import Config
 from medallion.session import get_spark
+from medallion.streams.run_size import run_jvm_options
 from medallion.streams.runner import run_available_now
 
 
 def main() -> None:
     args = parse_args(__doc__, can_continue=True)
     lake = str(Path(args.workdir).resolve()) if args.continue_lake else fresh_workdir(args.workdir)
+    config = Config(landing=args.landing, lake=lake)
     started = time.monotonic()
-    spark = get_spark(app_name="medallion-bench", master="local[2]")
+    # As `medallion run` does: C1 alone when the run has little to read.
+    java = run_jvm_options(config, streaming=False)
+    spark = get_spark(app_name="medallion-bench", master="local[2]", java=java)
     session_s = time.monotonic() - started
 
-    config = Config(landing=args.landing, lake=lake)
     started = time.monotonic()
     # As `medallion run` does: a run in a process of its own leaves the tables unnamed.
     report = run_available_now(spark, config, register_names=False)

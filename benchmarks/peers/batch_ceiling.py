@@ -13,12 +13,14 @@ wiped first and receives ``bronze/events``. The last stdout line is ``BENCH_RESU
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from common import finish, fresh_workdir, parse_args, session
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from medallion.pipelines.retail.contract import EVENT_FIELDS
+from medallion.streams.run_size import jvm_options_for
 from medallion.transforms.bronze import to_bronze
 
 
@@ -36,13 +38,20 @@ def write_bronze(spark: SparkSession, landing: str, table: str) -> None:
     to_bronze(lines, EVENT_FIELDS).write.format("delta").mode("append").save(table)
 
 
+def _landed_bytes(landing: str) -> int:
+    folder = Path(landing) / "events"
+    return sum(p.stat().st_size for p in folder.iterdir() if not p.name.startswith((".", "_")))
+
+
 def main() -> None:
     args = parse_args(__doc__)
     workdir = fresh_workdir(args.workdir)
     table = f"{workdir}/bronze/events"
 
     started = time.monotonic()
-    spark = session()
+    # The options medallion's run would choose for as many bytes: small deliveries compare
+    # like with like (a new lake's run reads every landed file).
+    spark = session(java=jvm_options_for(_landed_bytes(args.landing)))
     session_s = time.monotonic() - started
 
     started = time.monotonic()

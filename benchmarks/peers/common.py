@@ -56,9 +56,10 @@ def fresh_workdir(path: str) -> str:
     return str(workdir)
 
 
-def session() -> SparkSession:
-    """A local delta-spark session built exactly like medallion's (2 cores, log level WARN)."""
-    spark = local_builder("peer", master="local[2]").getOrCreate()
+def session(java: str = "") -> SparkSession:
+    """A local delta-spark session built exactly like medallion's (2 cores, log level WARN),
+    with ``java``'s JVM options too (a small run's: medallion/streams/run_size.py)."""
+    spark = local_builder("peer", master="local[2]", java=java).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
 

@@ -37,6 +37,7 @@ def java_options() -> str:
 
     Short-lived sessions on small data are cheaper with ``-XX:TieredStopAtLevel=1
     -XX:ReservedCodeCacheSize=256m``; long runs are faster without them (docs/development.md).
+    ``medallion run`` picks them for a run with little to read (medallion/streams/run_size.py).
     """
     return os.environ.get("MEDALLION_JAVA_OPTIONS", "").strip()
 

@@ -25,6 +25,7 @@ from medallion.pipelines import all_datasets
 from medallion.run_options import flag_help
 from medallion.session import get_spark, packages_for
 from medallion.source_options import DeltaSourceOptions, KafkaSourceOptions
+from medallion.streams.run_size import run_jvm_options
 from medallion.task_params import TOPIC_SUFFIX
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     if args.stream:
         _install_stop_handlers(stop)
-    spark = get_spark(packages=packages_for(config))
+    spark = get_spark(packages=packages_for(config), java=run_jvm_options(config, args.stream))
     if args.stream:
         _install_stop_handlers(stop)  # pyspark installs its own SIGINT handler with the context
         # The process ends with the run: the session catalog's names would serve nobody.

@@ -156,12 +156,14 @@ def local_conf(
     master: str | None = None,
     extra: dict | None = None,
     packages: Sequence[str] = (),
+    java: str = "",
 ) -> dict[str, str]:
     """The settings of a local delta-spark session for a small machine.
 
     ``packages`` are more Maven coordinates to load with Delta (see :func:`packages_for`):
     from the jar cache when it holds them (``spark.jars``, medallion/jars.py), else resolved
-    from Maven Central (``spark.jars.packages``).
+    from Maven Central (``spark.jars.packages``). ``java``: more options for its JVMs (a
+    small run's, medallion/streams/run_size.py), before the user's ``MEDALLION_JAVA_OPTIONS``.
     """
     resolved = local_packages(packages)
     repositories = _repositories(resolved)
@@ -182,7 +184,7 @@ def local_conf(
         conf["spark.driver.host"] = "127.0.0.1"
         conf.update(local_file_system_conf())  # no chmod process per file (medallion/local_fs.py)
     conf = {**conf, **LOCAL_SPARK_CONF}
-    options = " ".join(filter(None, [java_options(), class_archive.jvm_options()]))
+    options = " ".join(filter(None, [java, java_options(), class_archive.jvm_options()]))
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
         conf[key] = with_java_options(conf[key], options)
     return {**conf, **(extra or {})}
@@ -193,13 +195,14 @@ def local_builder(
     master: str | None = None,
     extra: dict | None = None,
     packages: Sequence[str] = (),
+    java: str = "",
 ):
     """A SparkSession builder with :func:`local_conf`'s settings."""
     # deferred: loads pyspark
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for key, value in local_conf(app_name, master, extra, packages).items():
+    for key, value in local_conf(app_name, master, extra, packages, java).items():
         builder = builder.config(key, value)
     return builder
 
@@ -209,6 +212,7 @@ def get_spark(
     master: str | None = None,
     extra: dict | None = None,
     packages: Sequence[str] = (),
+    java: str = "",
 ) -> SparkSession:
     """Return a SparkSession, choosing in order:
 
@@ -218,8 +222,9 @@ def get_spark(
     4. otherwise local delta-spark (``local[*]``, UTC, few partitions, UI off), its JVM's
        output in a log file (:func:`jvm_log`) unless ``MEDALLION_VERBOSE`` is set.
 
-    ``packages`` (see :func:`packages_for`) only matter for a new local session: Databricks
-    runtimes ship the Kafka connector, and a running JVM cannot load more packages.
+    ``packages`` (see :func:`packages_for`) and ``java`` (see :func:`local_conf`) only
+    matter for a new local session: Databricks runtimes ship the Kafka connector, and a running
+    JVM cannot load more packages.
     """
     # deferred: loads pyspark
     from pyspark.sql import SparkSession
@@ -244,7 +249,7 @@ def get_spark(
         if missing:
             log.warning("the running Spark session was started without %s", ", ".join(missing))
         return active
-    conf = local_conf(app_name, master, {**INTERPRETED_QUERIES, **(extra or {})}, packages)
+    conf = local_conf(app_name, master, {**INTERPRETED_QUERIES, **(extra or {})}, packages, java)
     resolving = "spark.jars.packages" in conf
     if resolving:
         print(_download_line(conf["spark.jars.packages"].split(",")), file=sys.stderr)
