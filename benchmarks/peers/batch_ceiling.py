@@ -12,14 +12,15 @@ wiped first and receives ``bronze/events``. The last stdout line is ``BENCH_RESU
 
 from __future__ import annotations
 
+import os
 import time
-from pathlib import Path
 
 from common import finish, fresh_workdir, parse_args, session
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from medallion.pipelines.retail.contract import EVENT_FIELDS
+from medallion.streams.checkpoint_files import landed_files
 from medallion.streams.run_size import jvm_options_for
 from medallion.transforms.bronze import to_bronze
 
@@ -39,8 +40,7 @@ def write_bronze(spark: SparkSession, landing: str, table: str) -> None:
 
 
 def _landed_bytes(landing: str) -> int:
-    folder = Path(landing) / "events"
-    return sum(p.stat().st_size for p in folder.iterdir() if not p.name.startswith((".", "_")))
+    return sum(os.path.getsize(p) for p in landed_files(os.path.join(landing, "events")))
 
 
 def main() -> None:

@@ -108,9 +108,7 @@ def landing_files(config: Config, flow: Flow, landing: str) -> tuple[int, int]:
     its committed batches have not taken yet."""
     checkpoint = config.checkpoint(flow.name)
     folder = os.path.join(os.path.abspath(landing), flow.source.key.split("/", 1)[1])
-    landed = checkpoints.landed_files(folder)
-    taken = checkpoints.ingested_files(checkpoint, checkpoints.committed_batch(checkpoint))
-    return len(landed), len(landed - taken)
+    return len(checkpoints.landed_files(folder)), len(checkpoints.unread_files(checkpoint, folder))
 
 
 def backlog_count(spark: SparkSession, config: Config, flow: Flow) -> tuple[int, str] | None:

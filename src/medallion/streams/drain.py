@@ -84,7 +84,6 @@ def drain(
     finished: dict[str, list[StreamingQuery]] = {}
     runs: dict[str, list[StreamingQuery]] = {}
     skipped: set[str] = set()  # flows with nothing to read: never started
-    started_early: set[str] = set()  # running before the heads they read from have finished
     seconds: dict[str, float] = {}
     restarts: dict[str, int] = {}
     # Over Spark Connect every foreachBatch shares the client's session, so the confs that tag
@@ -117,7 +116,6 @@ def drain(
                     continue
                 if early is not None and pending(flow):
                     early.starting(flow)
-                    started_early.add(flow.name)
                     log.info("starting %s early (%s, available now)", flow.name, flow.layer)
                 else:
                     log.info("starting %s (%s, available now)", flow.name, flow.layer)
@@ -143,11 +141,12 @@ def drain(
                         continue
                     raise describe_failure(flow, config, error) from error
                 del running[name]
+                # The first run of a flow started early: it is done once its heads are.
+                ran_early = early is not None and early.ran_early(name) and name not in runs
                 runs.setdefault(name, []).append(query)
                 seconds[name] = round(seconds.get(name, 0.0) + time.monotonic() - started, 3)
-                if name in started_early:
-                    started_early.remove(name)
-                    waiting.append(flow)  # done once the heads it read from are
+                if ran_early:
+                    waiting.append(flow)
                     continue
                 finished[name] = runs[name]
                 report_finished(name, runs[name], seconds[name])

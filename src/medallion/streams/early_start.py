@@ -41,14 +41,19 @@ class EarlyStarts:
         the keys it reads from each."""
         self.spark, self.config = spark, config
         heads = {f.name for f in flows if f.fuses}
-        self.watched = {
+        readers = {
             f.name: writers
             for f in flows
             for writers in [{w: keys for w, keys in reads_from[f.name].items() if w in heads}]
             if writers
         }
-        self.baseline = {f: self._versions(f, _keys(w)) for f, w in self.watched.items()}
-        self.watched = {f: w for f, w in self.watched.items() if self.baseline[f] is not None}
+        # A flow whose tables' logs cannot be listed is not watched: it waits, as before.
+        self.baseline = {
+            f: versions
+            for f, writers in readers.items()
+            if (versions := self._versions(f, _keys(writers))) is not None
+        }
+        self.watched = {f: readers[f] for f in self.baseline}
         self.started_at: dict[str, Versions] = {}  # flows started early: their inputs' versions
         self.next_poll = 0.0
 

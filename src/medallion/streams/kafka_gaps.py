@@ -213,9 +213,15 @@ def _ranges(
 def _first_written(spark: SparkSession, bronze_table: TableRef, ranges: list[_Range]):
     """The smallest offset bronze holds of each range, from that range's batch (one query)."""
     schema = "rid INT, ts BIGINT, topic STRING, kafka_partition INT, start BIGINT, until BIGINT"
-    names = ("rid", "ts", "topic", "kafka_partition", "start", "until")
     rows = [
-        dict(zip(names, (i, r.timestamp_ms, r.topic, r.partition, r.start, r.end), strict=True))
+        {
+            "rid": i,
+            "ts": r.timestamp_ms,
+            "topic": r.topic,
+            "kafka_partition": r.partition,
+            "start": r.start,
+            "until": r.end,
+        }
         for i, r in enumerate(ranges)
     ]
     wanted = rows_frame(spark, rows, schema).withColumn("ingested", F.timestamp_millis("ts"))
