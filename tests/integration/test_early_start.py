@@ -64,8 +64,11 @@ def test_a_run_of_several_batches_starts_the_revenue_stream_early_and_stays_exac
     spark, config, dirs, caplog
 ):
     landing, _ = dirs
-    generate(str(landing), events=600, customers=60, files=3, seed=41)
-    config = replace(config, max_files_per_trigger=1)  # three batches of events
+    # Eight batches of events against four of customers: the revenue stream, which also waits
+    # for silver_customers, can start early while the events' head still has batches to go,
+    # however slow the machine (with three of each, a slow machine started it after the last).
+    generate(str(landing), events=800, customers=60, files=8, seed=41)
+    config = replace(config, max_files_per_trigger=1)
     with caplog.at_level(logging.INFO, logger="medallion"):
         report = run_available_now(spark, config)
 
