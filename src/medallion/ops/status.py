@@ -108,7 +108,8 @@ def landing_files(config: Config, flow: Flow, landing: str) -> tuple[int, int]:
     its committed batches have not taken yet."""
     checkpoint = config.checkpoint(flow.name)
     folder = os.path.join(os.path.abspath(landing), flow.source.key.split("/", 1)[1])
-    return len(checkpoints.landed_files(folder)), len(checkpoints.unread_files(checkpoint, folder))
+    landed = checkpoints.landed_files(folder)  # listed once: a landing folder may be large
+    return len(landed), len(checkpoints.unread_files(checkpoint, landed))
 
 
 def backlog_count(spark: SparkSession, config: Config, flow: Flow) -> tuple[int, str] | None:

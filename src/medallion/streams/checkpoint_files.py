@@ -259,9 +259,10 @@ def note_pending_reads(checkpoint: str, pending: list[tuple[str, int]]) -> None:
             handle.writelines(json.dumps(entry) + "\n" for entry in changed)
 
 
-def unread_files(checkpoint: str, folder: str) -> set[str]:
-    """The files of a landing folder that the stream's committed batches have not taken."""
-    return landed_files(folder) - ingested_files(checkpoint, committed_batch(checkpoint))
+def unread_files(checkpoint: str, landed: set[str]) -> set[str]:
+    """The ``landed`` files (:func:`landed_files`) that the stream's committed batches have not
+    taken."""
+    return landed - ingested_files(checkpoint, committed_batch(checkpoint))
 
 
 def landed_files(folder: str) -> set[str]:

@@ -15,7 +15,7 @@ import os
 from medallion.config import Config
 from medallion.declarations import Landing
 from medallion.deployment import flows_of
-from medallion.streams.checkpoint_files import unread_files
+from medallion.streams.checkpoint_files import landed_files, unread_files
 
 # Up to this many landed bytes not read yet (about 100,000 retail events), a run is small.
 SMALL_RUN_BYTES = 32 * 1024 * 1024
@@ -36,7 +36,7 @@ def pending_landing_bytes(config: Config) -> int | None:
         folder = config.landing_dir(flow.source.dataset)
         if "://" in folder:
             return None
-        unread = unread_files(config.checkpoint(flow.name), folder)
+        unread = unread_files(config.checkpoint(flow.name), landed_files(folder))
         try:
             total += sum(os.path.getsize(path) for path in unread)
         except OSError:  # a file removed while listing: no estimate
