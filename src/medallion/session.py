@@ -85,6 +85,13 @@ LOCAL_SPARK_CONF: dict[str, str] = {
         "FileSystemBasedCheckpointFileManager"
     ),
     "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
+    # A cached batch larger than the storage memory spills blocks to disk, written with Java
+    # serialization. Reading one back, the ObjectInputStream keeps every object it has read
+    # until the writer's next reset (every 100 objects by default): a partition's whole array
+    # of cached column batches, about 110 MiB of a 384 MiB batch, held outside Spark's memory
+    # accounting by each task. Two such tasks ran a 1 GiB driver out of heap (a heap dump of
+    # a large backfill, docs/benchmarks.md). A reset after each object bounds it by one.
+    "spark.serializer.objectStreamReset": "1",
 }
 
 # medallion's own local sessions evaluate queries rather than compile them to Java: a stream's

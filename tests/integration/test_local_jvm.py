@@ -29,3 +29,24 @@ def test_a_collector_in_medallion_java_options_replaces_the_default_one(monkeypa
         assert options.index("-Xss4m") > late_c2
     monkeypatch.setenv("MEDALLION_JAVA_OPTIONS", "-Xss4m")
     assert "-XX:+UseParallelGC" in local_conf()["spark.driver.extraJavaOptions"].split()
+
+
+def test_java_serialization_streams_forget_each_object_once_written(spark):
+    """A cached batch spilled to disk is read back through Java serialization; a stream reset
+    after each object keeps its reader from holding every object it has read
+    (``spark.serializer.objectStreamReset``, medallion/session.py)."""
+    jvm = spark.sparkContext._jvm
+    serializer = jvm.org.apache.spark.SparkEnv.get().serializer().newInstance()
+    tag = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("java.util.ArrayList"))
+    value = jvm.java.util.ArrayList(["x" * 1000])
+
+    def written_size(times: int) -> int:
+        out = jvm.java.io.ByteArrayOutputStream()
+        stream = serializer.serializeStream(out)
+        for _ in range(times):
+            stream.writeObject(value, tag)  # the same object again: a back-reference, unless reset
+        stream.close()
+        return out.size()
+
+    once, twice = written_size(1), written_size(2)
+    assert twice > 1.9 * once
