@@ -8,6 +8,7 @@ See docs/delta-streaming.md for what each option is for.
 
 from __future__ import annotations
 
+import shutil
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -139,6 +140,77 @@ def test_a_new_stream_reads_a_young_append_only_source_from_its_first_commit(spa
     # A checkpoint with a position resumes from it, with no option added.
     _append(spark, table, [(6, "v3")])
     assert _first_read(spark, table, tmp_path / "cp") == ([6], False)
+
+
+def _snapshot_reads_after(spark: SparkSession, execution: int) -> int:
+    """How many SQL executions after ``execution`` scanned a Delta source's snapshot."""
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    found = (executions.apply(i) for i in range(executions.size()))
+    return sum(
+        1
+        for e in found
+        if e.executionId() > execution and "Delta Source Snapshot" in e.physicalPlanDescription()
+    )
+
+
+def _last_execution(spark: SparkSession) -> int:
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    return max((executions.apply(i).executionId() for i in range(executions.size())), default=-1)
+
+
+def test_a_restart_after_the_first_batch_reads_no_snapshot_and_loses_nothing(spark, tmp_path):
+    table = _table(tmp_path, "src")
+    _append(spark, table, [(1, "a"), (2, "b")], files=2)
+    spark.sql(f"DELETE FROM {table.sql_name} WHERE id = 2")  # so the first batch is a snapshot
+    appended = _append(spark, table, [(3, "c")])
+    checkpoint = tmp_path / "cp"
+    assert _first_read(spark, table, checkpoint) == ([1, 3], False)
+    _append(spark, table, [(4, "d")])
+    shutil.copytree(checkpoint, tmp_path / "cp_plain")
+    shutil.copytree(checkpoint, tmp_path / "cp_planned")
+
+    # Spark hands a restarted source its last batch again; after the first batch, Delta
+    # rebuilds that batch from the snapshot, unless a starting version says where it began.
+    options = delta_source_options(spark, table, PLAIN, checkpoint=str(checkpoint))
+    assert options["startingVersion"] == str(appended)
+    before = _last_execution(spark)
+    restarted = _drain(delta_stream(spark, table, PLAIN, checkpoint=str(checkpoint)), checkpoint)
+    assert _ids(restarted) == [4]
+    assert _snapshot_reads_after(spark, before) == 0
+    before = _last_execution(spark)
+    assert _ids(_read(spark, table, PLAIN, tmp_path / "cp_plain")) == [4]  # Delta's own restart
+    assert _snapshot_reads_after(spark, before) > 0
+    # Two batches committed: Spark hands the second one's range, which has a start.
+    assert "startingVersion" not in delta_source_options(
+        spark, table, PLAIN, checkpoint=str(checkpoint)
+    )
+
+    # A first batch planned but not committed is read again, whole: no starting version.
+    planned = tmp_path / "cp_planned"
+    (planned / "commits" / "0").unlink()
+    assert "startingVersion" not in delta_source_options(
+        spark, table, PLAIN, checkpoint=str(planned)
+    )
+    assert _ids(_drain(delta_stream(spark, table, PLAIN, checkpoint=str(planned)), planned)) == [
+        1,
+        3,
+        4,
+    ]
+
+
+def test_a_restart_whose_first_batch_ended_on_a_delete_is_left_to_delta(spark, tmp_path):
+    table = _table(tmp_path, "src")
+    _append(spark, table, [(1, "a"), (2, "b")], files=2)
+    spark.sql(f"DELETE FROM {table.sql_name} WHERE id = 2")
+    checkpoint = tmp_path / "cp"
+    assert _first_read(spark, table, checkpoint) == ([1], False)
+    _append(spark, table, [(3, "c")])
+    # Read as a change, the delete would stop a stream that does not skip change commits.
+    assert "startingVersion" not in delta_source_options(
+        spark, table, PLAIN, checkpoint=str(checkpoint)
+    )
+    restarted = _drain(delta_stream(spark, table, PLAIN, checkpoint=str(checkpoint)), checkpoint)
+    assert _ids(restarted) == [3]
 
 
 @pytest.mark.parametrize("change", ["delete", "optimize", "add column", "many commits"])

@@ -6,7 +6,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
-from medallion.delta_log import commit_actions, committed_version
+from medallion.delta_log import commit_actions, committed_version, latest_checksum
 from medallion.deployment import pipelines_of
 from medallion.erasure_log import without_erased
 from medallion.source_options import DeltaSourceOptions
@@ -135,6 +135,66 @@ def replays_as_snapshot(spark: SparkSession, table: TableRef) -> bool:
     return True
 
 
+def restart_version(
+    spark: SparkSession, table: TableRef, checkpoint: str, change_feed: bool = False
+) -> int | None:
+    """A ``startingVersion`` that spares a restarted stream Delta's snapshot rebuild, or None.
+
+    On a restart Spark hands each source the range of the stream's last committed batch again
+    (``getBatch``), so that it can restore its state, and drops the rows. For a stream whose
+    only batch is its first, that range has no start, and Delta builds it from the source's
+    snapshot at the batch's last version: the table's state rebuilt and its files listed in
+    order, with Spark jobs, for rows nobody reads. Delta reads a start of that range from
+    ``startingVersion`` when one is set (it is ignored everywhere else once the checkpoint has a
+    position), and from a version it reads the commits as JSON.
+
+    So the version is given only for a stream whose first batch is committed and is the only
+    one planned (a planned batch that is not committed is replayed, and its rows are read), when
+    that batch read past the source's snapshot, the checkpoint holds exactly one position in
+    this table, and the commit before the position is still in the log and reads as changes
+    without a refusal: no change of schema or protocol, and no row removed unless the stream
+    reads a change feed (a stream of rows refuses a commit that deletes some unless told to
+    skip it).
+    """
+    if checkpoint_files.committed_batch(checkpoint) != 0:
+        return None
+    if checkpoint_files.planned_batch(checkpoint) != 0:
+        return None
+    identity = ((latest_checksum(spark, table) or {}).get("metadata") or {}).get("id")
+    try:
+        offsets = checkpoint_files.source_offsets(checkpoint, 0)
+    except OSError:
+        return None
+    positions = [o for o in offsets if o and identity and o.get("reservoirId") == identity]
+    if len(positions) != 1 or positions[0].get("isStartingVersion", True):
+        return None
+    version = int(positions[0].get("reservoirVersion", 0)) - 1
+    if version < 0:
+        return None
+    try:
+        actions = commit_actions(spark, table, version)
+    except LookupError:
+        return None
+    if any("metaData" in action or "protocol" in action for action in actions):
+        return None
+    removes = (a["remove"] for a in actions if "remove" in a)
+    if not change_feed and any(remove.get("dataChange", True) for remove in removes):
+        return None
+    return version
+
+
+def _starting_version(
+    spark: SparkSession, table: TableRef, checkpoint: str, change_feed: bool
+) -> int | None:
+    """Where a stream given no starting point starts: version 0 for a new stream over a young
+    source read as its commits (:func:`replays_as_snapshot`; a change feed always starts from
+    its snapshot), or the version a restart after the first batch reads from
+    (:func:`restart_version`); None leaves it to Delta."""
+    if checkpoint_files.planned_batch(checkpoint) is None:
+        return 0 if not change_feed and replays_as_snapshot(spark, table) else None
+    return restart_version(spark, table, checkpoint, change_feed)
+
+
 def delta_source_options(
     spark: SparkSession,
     table: TableRef,
@@ -144,23 +204,22 @@ def delta_source_options(
 ) -> dict[str, str]:
     """The reader options of a stream over ``table`` (see :func:`delta_stream`).
 
-    Given the stream's ``checkpoint``, a stream that has no position yet and no configured
-    starting point reads its source from version 0 when that gives the same rows as its
-    snapshot (:func:`replays_as_snapshot`): Delta's initial snapshot costs a rebuild of the
-    table's state and a sorted file listing (Spark jobs), reading a few commits costs none
-    (docs/delta-streaming.md, "Where a new stream starts when no starting point is set").
+    Given the stream's ``checkpoint``, and no configured starting point, a new stream reads a
+    young source from version 0 when that gives the same rows as its snapshot: Delta's initial
+    snapshot costs a rebuild of the table's state and a sorted file listing (Spark jobs),
+    reading a few commits costs none; and a stream restarted after its first batch skips the
+    same rebuild (:func:`restart_version`). docs/delta-streaming.md, "Where a new stream starts
+    when no starting point is set".
     """
     opts = (options or DeltaSourceOptions()).as_options()
     if change_feed:
         opts["readChangeFeed"] = "true"
         opts.pop("skipChangeCommits", None)  # a change feed reports changes; it never skips them
-    elif (
-        checkpoint is not None
-        and not {"startingVersion", "startingTimestamp"} & set(opts)
-        and checkpoint_files.planned_batch(checkpoint) is None
-        and replays_as_snapshot(spark, table)
-    ):
-        opts["startingVersion"] = "0"
+    if checkpoint is None or {"startingVersion", "startingTimestamp"} & set(opts):
+        return opts
+    start = _starting_version(spark, table, checkpoint, change_feed)
+    if start is not None:
+        opts["startingVersion"] = str(start)
     return opts
 
 
@@ -175,7 +234,8 @@ def delta_stream(
 
     With ``change_feed=True`` it reads the table's Change Data Feed instead of its rows. Given
     the stream's ``checkpoint``, a new stream may read a young source from its first commit
-    instead of its snapshot, with the same rows (:func:`delta_source_options`).
+    instead of its snapshot, with the same rows, and a restart skips the snapshot Delta would
+    rebuild for nothing (:func:`delta_source_options`).
     """
     reader = spark.readStream.format("delta")
     for key, value in delta_source_options(spark, table, options, change_feed, checkpoint).items():

@@ -45,8 +45,13 @@ def start_gold_customer_changes(
 ) -> StreamingQuery:
     """Every change of silver/customers, from its Change Data Feed, appended to the audit."""
     source = flow.source.key
+    checkpoint = config.checkpoint(flow.name)
     changes = delta_stream(
-        spark, config.table(source), config.source_options(flow.name), change_feed=True
+        spark,
+        config.table(source),
+        config.source_options(flow.name),
+        change_feed=True,
+        checkpoint=checkpoint,
     )
     erased = erased_versions(spark, config, source)
     if erased:  # an erasure's DELETE is no change to audit (medallion/erasure_log.py)
@@ -55,7 +60,7 @@ def start_gold_customer_changes(
     return start_append(
         changes.select(*CUSTOMERS.change_columns, *CDF_COLUMNS),
         config.table(audit.key),
-        config.checkpoint(flow.name),
+        checkpoint,
         trigger,
         flow.name,
     )

@@ -151,7 +151,9 @@ def start_gold_revenue(
         config.source_options(flow.name),
         checkpoint=checkpoint,
     )
-    history = delta_stream(spark, config.table(KEPT_HISTORY.table_key), change_feed=True)
+    history = delta_stream(
+        spark, config.table(KEPT_HISTORY.table_key), change_feed=True, checkpoint=checkpoint
+    )
     inputs = revenue_inputs(events, history)
     return start_foreach_batch(
         inputs, RevenueAtPurchase(config, flow.name, checkpoint), checkpoint, trigger, flow.name
