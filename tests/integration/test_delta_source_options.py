@@ -142,9 +142,16 @@ def test_a_new_stream_reads_a_young_append_only_source_from_its_first_commit(spa
     assert _first_read(spark, table, tmp_path / "cp") == ([6], False)
 
 
+def _executions(spark: SparkSession):
+    """The SQL executions Spark's status store holds, once its listener has seen every event
+    posted so far (the listener bus is asynchronous)."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    return spark._jsparkSession.sharedState().statusStore().executionsList()
+
+
 def _snapshot_reads_after(spark: SparkSession, execution: int) -> int:
     """How many SQL executions after ``execution`` scanned a Delta source's snapshot."""
-    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    executions = _executions(spark)
     found = (executions.apply(i) for i in range(executions.size()))
     return sum(
         1
@@ -154,7 +161,7 @@ def _snapshot_reads_after(spark: SparkSession, execution: int) -> int:
 
 
 def _last_execution(spark: SparkSession) -> int:
-    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    executions = _executions(spark)
     return max((executions.apply(i).executionId() for i in range(executions.size())), default=-1)
 
 
