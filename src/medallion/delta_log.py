@@ -137,11 +137,11 @@ def commit_infos(spark: SparkSession, table: TableRef, version: int) -> list[dic
     return infos
 
 
-def table_id(spark: SparkSession, table: TableRef, version: int) -> str | None:
-    """The table's id at ``version``, from that version's checksum file; None when it cannot
-    be told."""
-    metadata = (checksum(spark, table, version) or {}).get("metadata") or {}
-    return metadata.get("id")
+def table_id(spark: SparkSession, table: TableRef, version: int | None = None) -> str | None:
+    """The table's id at ``version`` (default: the latest), from that version's checksum file;
+    None when it cannot be told."""
+    crc = latest_checksum(spark, table) if version is None else checksum(spark, table, version)
+    return ((crc or {}).get("metadata") or {}).get("id")
 
 
 def holds_no_files(spark: SparkSession, table: TableRef, version: int | None = None) -> bool:

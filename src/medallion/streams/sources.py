@@ -6,7 +6,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
-from medallion.delta_log import commit_actions, committed_version, latest_checksum
+from medallion.delta_log import commit_actions, committed_version, table_id
 from medallion.deployment import pipelines_of
 from medallion.erasure_log import without_erased
 from medallion.source_options import DeltaSourceOptions
@@ -160,7 +160,7 @@ def restart_version(
         return None
     if checkpoint_files.planned_batch(checkpoint) != 0:
         return None
-    identity = ((latest_checksum(spark, table) or {}).get("metadata") or {}).get("id")
+    identity = table_id(spark, table)
     try:
         offsets = checkpoint_files.source_offsets(checkpoint, 0)
     except OSError:
