@@ -22,7 +22,7 @@ STEP = re.compile(r"(\w+) +OK +(?:[\d,]+ rows? +\d+ batch(?:es)? +[\d.]+ s|nothi
 
 
 def test_a_run_prints_a_download_line_once_a_line_per_stream_and_the_summary(
-    spark, tmp_path, capsys
+    spark, tmp_path, capsys, monkeypatch
 ):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     assert (
@@ -102,6 +102,22 @@ def test_a_run_prints_a_download_line_once_a_line_per_stream_and_the_summary(
     )
     assert main([*status, "--max-lag", "0"]) == 1
     assert "behind: bronze_device_readings: 1 landed files unread" in capsys.readouterr().err
+    # Without --landing the folder is the one the checkpoint records: the same file unread.
+    monkeypatch.delenv("MEDALLION_LANDING", raising=False)
+    bare = ["status", "--lake", str(lake), "--pipeline", "iot", "--max-lag", "0"]
+    assert main([*bare, "--output", "json"]) == 1
+    out, err = capsys.readouterr()
+    lag = {s["stream"]: s["lag"] for s in json.loads(out)["streams"]}["bronze_device_readings"]
+    assert (lag["pending_files"], lag["folder"]) == (1, str(landing / "device_readings"))
+    assert "behind: bronze_device_readings: 1 landed files unread" in err
+    # A landing folder that is gone: that lag is unknown, which --max-lag will not pass as 0.
+    landing.rename(tmp_path / "moved")
+    assert main([*bare[:-1], "5"]) == 3
+    out, err = capsys.readouterr()
+    assert "unknown: bronze_device_readings: lag unknown: " in err
+    assert "where its checkpoint says it read, is gone" in err and "unknown:" in out
+    assert main(bare[:-2]) == 0  # without --max-lag, status only shows it
+    (tmp_path / "moved").rename(landing)
 
     # `medallion shell`: IPython with `spark` and the lake's tables by name.
     shell = subprocess.run(

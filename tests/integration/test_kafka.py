@@ -479,3 +479,57 @@ def test_a_run_on_a_new_lake_reads_the_pipelines_whose_topics_hold_records(
     produce(kafka_broker.bootstrap, events, _events(3, seed=1))
     fed = with_input(spark, retail_topics(events, _topic("missing")))
     assert fed is not None and "retail" in fed.pipelines
+
+
+# --- Lag: `medallion status` asks the broker (docs/operations.md) ---
+
+
+def test_status_counts_the_records_not_read_and_fails_closed_without_the_broker(
+    spark, kafka_broker, tmp_path, capsys
+):
+    """Records produced after a run are the bronze stream's lag, per topic and in all; a
+    stream whose lag cannot be told (no broker given, or none answering) makes ``--max-lag``
+    exit 3, naming it, unless a stream is behind (exit 1)."""
+    from kafka_broker import free_port
+
+    from medallion.cli import main
+
+    topic = _topic("events")
+    kafka_broker.create_topic(topic, partitions=2)
+    produce(kafka_broker.bootstrap, topic, _events(40, seed=91))
+    config = _config(tmp_path / "lake", kafka_broker.bootstrap, topic)
+    run_available_now(spark, config, flows=BRONZE)
+    later = _events(30, seed=92)
+    produce(kafka_broker.bootstrap, topic, later)
+    lake = ["status", "--lake", config.lake, "--pipeline", "retail", "--events-topic", topic]
+    status = [*lake, "--kafka-bootstrap", kafka_broker.bootstrap]
+
+    assert main([*status, "--output", "json", "--max-lag", str(len(later))]) == 0
+    out = json.loads(capsys.readouterr().out)
+    lags = {s["stream"]: s["lag"] for s in out["streams"]}
+    assert lags["bronze_events"] == {
+        "kind": "kafka",
+        "records_behind": len(later),
+        "topics": [{"topic": topic, "partitions": 2, "records_behind": len(later)}],
+    }
+    # Never started, its topic not created: nothing to read.
+    assert lags["bronze_customers"]["records_behind"] == 0
+    assert out["lag_unknown"] == []
+    assert main([*status, "--max-lag", str(len(later) - 1)]) == 1
+    out, err = capsys.readouterr()
+    assert f"{len(later)} records of {topic} unread" in out
+    assert f"behind: bronze_events: {len(later)} Kafka records of {topic} unread" in err
+
+    # No broker given: the Kafka streams' lag is unknown (their checkpoints say Kafka).
+    assert main([*lake, "--max-lag", "1000"]) == 3
+    err = capsys.readouterr().err
+    assert "unknown: bronze_events: lag unknown: a Kafka stream: give --kafka-bootstrap" in err
+    # A broker that does not answer: unknown, asked once for every stream.
+    started = time.monotonic()
+    nowhere = [*lake, "--kafka-bootstrap", f"127.0.0.1:{free_port()}", "--max-lag", "1000"]
+    assert main(nowhere) == 3
+    err = capsys.readouterr().err
+    assert "unknown: bronze_events: lag unknown: the Kafka broker at 127.0.0.1:" in err
+    assert "did not answer: TimeoutException" in err
+    assert "unknown: bronze_customers: lag unknown: the Kafka broker" in err
+    assert time.monotonic() - started < 60

@@ -36,8 +36,16 @@ from medallion.ops.dashboard import serve
 from medallion.ops.doctor import render, run_checks
 from medallion.ops.governance_cli import GOVERNANCE_COMMANDS, add_governance_parsers
 from medallion.ops.lineage import mermaid
-from medallion.pipelines import pipelines
-from medallion.session import get_spark, local_packages
+from medallion.pipelines import all_datasets, pipelines
+from medallion.run_options import flag_help
+from medallion.session import get_spark, local_packages, packages_for
+from medallion.source_options import KafkaSourceOptions
+from medallion.task_params import TOPIC_SUFFIX
+
+# The exit codes of ``status`` beyond 0 (2 is a bad argument, as for every command): a stream
+# is behind (``--max-lag``, ``--max-age``); else, with ``--max-lag``, a stream's lag is unknown.
+EXIT_BEHIND = 1
+EXIT_LAG_UNKNOWN = 3
 
 
 def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
@@ -79,7 +87,8 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
     status = sub.add_parser(
         "status",
         help="tables, streams, throughput and lag",
-        epilog="example:\n  medallion status --lake build/demo/lake --landing build/demo/landing",
+        epilog="examples:\n  medallion status --lake build/demo/lake --landing build/demo/landing\n"
+        "  medallion status --lake build/lake --kafka-bootstrap 127.0.0.1:9092 --max-lag 100000",
     )
     add_lake_argument(status)
     add_landing_argument(status, help="landing folder, to count files not yet ingested")
@@ -91,7 +100,8 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
         "--max-lag",
         type=COUNT,
         metavar="N",
-        help="exit 1 when a stream has more than N landed files or source versions unread",
+        help=f"exit {EXIT_BEHIND} when a stream has more than N landed files, Kafka records or "
+        f"source versions unread; else exit {EXIT_LAG_UNKNOWN} when a stream's lag is unknown",
     )
     status.add_argument(
         "--max-age",
@@ -100,6 +110,21 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
         help="exit 1 when a started stream's last batch with data is older than MINUTES",
     )
     add_pipeline_argument(status)
+    kafka = status.add_argument_group(
+        "Kafka source", "to count the records Kafka streams have not read (docs/kafka.md)"
+    )
+    kafka.add_argument(
+        "--kafka-bootstrap", metavar="HOST:PORT[,...]", help=flag_help("--kafka-bootstrap")
+    )
+    kafka.add_argument("--kafka-secret-scope", help=flag_help("--kafka-secret-scope"))
+    for dataset in all_datasets():  # the topic of a stream not started yet
+        kafka.add_argument(
+            f"--{dataset.replace('_', '-')}-topic",
+            dest=f"{dataset}{TOPIC_SUFFIX}",
+            default=dataset,
+            metavar="TOPIC",
+            help=f"topic of the {dataset.replace('_', ' ')} (of a stream not started yet)",
+        )
 
     reset = sub.add_parser(
         "reset",
@@ -223,21 +248,39 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     # deferred: loads pyspark
-    from medallion.ops.status import behind, lake_status, render_status, status_json
+    from medallion.ops.status import behind, lag_unknown, lake_status, render_status, status_json
     from medallion.tables import in_lake
 
-    config = lake_config(args)
+    config = lake_config(args, **_kafka_changes(args))
     landing = os.path.abspath(args.landing) if args.landing else None
-    spark = get_spark()
+    spark = get_spark(packages=packages_for(config))
     status = lake_status(spark, in_lake(spark, config), landing)
     problems = behind(status, args.max_lag, args.max_age)
+    unknown = lag_unknown(status)
     if args.output == "json":
-        print(status_json({**status, "behind": problems}))
+        print(status_json({**status, "behind": problems, "lag_unknown": unknown}))
     else:
         show(render_status(status))
     for problem in problems:
         error(f"medallion status: behind: {problem}")
-    return 1 if problems else 0
+    if args.max_lag is None:
+        return EXIT_BEHIND if problems else 0
+    for why in unknown:
+        error(f"medallion status: unknown: {why}")
+    return EXIT_BEHIND if problems else EXIT_LAG_UNKNOWN if unknown else 0
+
+
+def _kafka_changes(args: argparse.Namespace) -> dict[str, object]:
+    """The Config changes of ``status --kafka-bootstrap``: the Kafka source, as a run has it."""
+    if not args.kafka_bootstrap:
+        return {}
+    topics = {dataset: getattr(args, f"{dataset}{TOPIC_SUFFIX}") for dataset in all_datasets()}
+    kafka = KafkaSourceOptions(
+        bootstrap_servers=args.kafka_bootstrap,
+        topics=topics,
+        secret_scope=args.kafka_secret_scope,
+    )
+    return {"source": "kafka", "kafka": kafka}
 
 
 def cmd_reset(args: argparse.Namespace) -> int:

@@ -1,12 +1,10 @@
 """``medallion status``: every table's version, size and last commit, every stream's last batch,
 throughput and lag.
 
-Lag is read from the checkpoints, so it is right whether the streams run or not:
-
-- a stream reading landing files: files landed but not taken by a committed batch (landing
-  folder compared with the checkpoint's ``sources/0`` log);
-- a stream reading a Delta table: versions of the table committed after the position in the
-  checkpoint's last committed offsets (``reservoirVersion``).
+Lag is read from the checkpoints, so it is right whether the streams run or not
+(ops/status_lag.py): landed files not taken, Kafka records not read, versions of a Delta source
+not read; or, when it cannot be told, why (``--max-lag`` then exits 3 unless a stream is
+behind).
 
 Throughput comes from the last batch with input rows recorded in
 ``<lake>/_system/stream_progress``; input lost before it was read, from ``_system/data_gaps``;
@@ -16,7 +14,6 @@ the expectations that records broke, and how often, from ``_system/data_quality`
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from typing import Any
 
@@ -30,12 +27,13 @@ from medallion.delta_log import commit_actions, commit_info, commit_timestamp, c
 from medallion.deployment import flows_of, tables_of
 from medallion.gaps import describe_gap, gaps_table, recorded_gaps
 from medallion.ops.quality import failure_rates, render_rates
-from medallion.ops.stream_lag import StreamLag, stream_lags
+from medallion.ops.status_lag import landing_files, stream_lag
+from medallion.ops.stream_lag import StreamLag
 from medallion.quality_log import quality_table
 from medallion.sql_names import TableRef
 from medallion.storage import list_names
 from medallion.streams import checkpoint_files as checkpoints
-from medallion.streams.flows import Flow, fusion_head
+from medallion.streams.flows import Flow
 from medallion.streams.progress import PROGRESS_TABLE_KEY, progress_table, read_progress
 from medallion.tables import file_stats, history, row_count, table_exists
 
@@ -103,15 +101,6 @@ def _last_progress(spark: SparkSession, config: Config) -> dict[str, dict[str, A
     }
 
 
-def landing_files(config: Config, flow: Flow, landing: str) -> tuple[int, int]:
-    """How many files landed for a flow that reads the landing folder, and how many of them
-    its committed batches have not taken yet."""
-    checkpoint = config.checkpoint(flow.name)
-    folder = os.path.join(os.path.abspath(landing), flow.source.key.split("/", 1)[1])
-    landed = checkpoints.landed_files(folder)  # listed once: a landing folder may be large
-    return len(landed), len(checkpoints.unread_files(checkpoint, landed))
-
-
 def backlog_count(spark: SparkSession, config: Config, flow: Flow) -> tuple[int, str] | None:
     """What a stream has not read yet, from its checkpoint: ``(3, "file")`` landed files not
     taken, or ``(2, "version")`` versions of its Delta source not read; None when the
@@ -137,48 +126,16 @@ def backlog(spark: SparkSession, config: Config, flow: Flow) -> str | None:
     return None if count is None else plural(*count)
 
 
-def _lag(spark: SparkSession, config: Config, flow: Flow, landing: str | None) -> dict[str, Any]:
-    source = flow.source.key
-    checkpoint = config.checkpoint(flow.name)
-    head = fusion_head(flow.name)
-    if head is not None and not checkpoints.exists(checkpoint):
-        return {"kind": "fused", "note": f"carried by {head.name} (no lag of its own)"}
-    if source.startswith("landing/"):
-        if config.source != "files":
-            return {"kind": "kafka", "note": "offsets are in the checkpoint; see docs/kafka.md"}
-        if landing is None:
-            return {"kind": "files", "note": "give --landing to count files not yet ingested"}
-        landed, pending = landing_files(config, flow, landing)
-        replaced = [r.describe() for r in checkpoints.replaced_files(checkpoint, record=False)]
-        return {
-            "kind": "files",
-            "landed": landed,
-            "pending_files": pending,
-            "replaced_files": replaced,
-        }
-    table = config.table(source)
-    found = [lag for lag in stream_lags(spark, config, table) if lag.stream == flow.name]
-    if not found:
-        return {"kind": "delta", "source": source, "note": "not started"}
-    lag = found[0]
-    return {
-        "kind": "delta",
-        "source": source,
-        "source_version": lag.latest_version,
-        "position": lag.position,
-        "index": lag.index,
-        "versions_behind": lag.versions_behind,
-    }
-
-
 def stream_status(
     spark: SparkSession,
     config: Config,
     flow: Flow,
     landing: str | None,
     progress: dict[str, dict[str, Any]],
+    not_asked: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Last committed batch, last recorded throughput and lag of one stream."""
+    """Last committed batch, last recorded throughput and lag of one stream (``not_asked``: see
+    :func:`~medallion.ops.status_lag.stream_lag`)."""
     checkpoint = config.checkpoint(flow.name)
     return {
         "stream": flow.name,
@@ -188,7 +145,7 @@ def stream_status(
         "last_batch": checkpoints.committed_batch(checkpoint),
         "planned_batch": checkpoints.planned_batch(checkpoint),
         "last_progress": progress.get(flow.name),
-        "lag": _lag(spark, config, flow, landing),
+        "lag": stream_lag(spark, config, flow, landing, not_asked),
     }
 
 
@@ -197,10 +154,13 @@ def lake_status(spark: SparkSession, config: Config, landing: str | None = None)
     tables = [*tables_of(config), progress_table(config), quality_table(config)]
     progress = _last_progress(spark, config)
     gaps = recorded_gaps(spark, config)
+    not_asked: dict[str, str] = {}  # a broker that does not answer is waited for once
     return {
         "lake": config.lake,
         "tables": [table_status(spark, t) for t in tables],
-        "streams": [stream_status(spark, config, f, landing, progress) for f in flows_of(config)],
+        "streams": [
+            stream_status(spark, config, f, landing, progress, not_asked) for f in flows_of(config)
+        ],
         "data_gaps": len(gaps),
         "gaps_table": gaps_table(config).key,
         "latest_gaps": [describe_gap(gap) for gap in gaps[-5:]],
@@ -211,6 +171,13 @@ def lake_status(spark: SparkSession, config: Config, landing: str | None = None)
 def _lag_text(lag: dict[str, Any]) -> str:
     if "note" in lag:
         return lag["note"]
+    if "unknown" in lag:
+        return f"unknown: {lag['unknown']}"
+    if lag["kind"] == "kafka":
+        topics = ", ".join(
+            t["topic"] + ("" if t["partitions"] else " (not created yet)") for t in lag["topics"]
+        )
+        return f"{lag['records_behind']:,} records of {topics} unread"
     if lag["kind"] == "files":
         text = f"{lag['pending_files']} of {lag['landed']} landed files not ingested"
         if lag["replaced_files"]:
@@ -219,6 +186,8 @@ def _lag_text(lag: dict[str, Any]) -> str:
                 f"{lag['replaced_files'][0]} (docs/operations.md)"
             )
         return text
+    if lag["position"] is None:
+        return f"not started: {lag['versions_behind']} versions of {lag['source']} unread"
     return (
         f"{lag['versions_behind']} versions of {lag['source']} unread "
         f"(at {lag['position']}, latest {lag['source_version']})"
@@ -288,17 +257,18 @@ def behind(
     now: datetime | None = None,
 ) -> list[str]:
     """The streams of ``status`` that are behind, one sentence each: more than ``max_lag``
-    landed files or source versions unread, or a last batch with data older than
+    landed files, Kafka records or source versions unread, or a last batch with data older than
     ``max_age_minutes`` (a started stream without one counts as old). As ``dbt source
     freshness``, for cron and CI to alert on."""
     now = now or datetime.now(timezone.utc)
     problems = []
     for stream in status["streams"]:
         lag = stream["lag"]
-        unread = lag.get("pending_files", lag.get("versions_behind"))
+        unread = next((lag[k] for k in _UNREAD if lag.get(k) is not None), None)
         if max_lag is not None and unread is not None and unread > max_lag:
-            what = "landed files" if lag["kind"] == "files" else f"versions of {lag['source']}"
-            problems.append(f"{stream['stream']}: {unread} {what} unread (at most {max_lag})")
+            problems.append(
+                f"{stream['stream']}: {unread} {_unread_what(lag)} unread (at most {max_lag})"
+            )
         if max_age_minutes is None or not stream["started"] or lag.get("kind") == "fused":
             continue
         at = (stream["last_progress"] or {}).get("at")
@@ -312,9 +282,38 @@ def behind(
     return problems
 
 
+def lag_unknown(status: dict[str, Any]) -> list[str]:
+    """The streams of ``status`` whose lag cannot be told, one sentence each with why:
+    ``--max-lag`` cannot vouch for them (``medallion status`` exits 3 for them)."""
+    return [
+        f"{stream['stream']}: lag unknown: {stream['lag']['unknown']}"
+        for stream in status["streams"]
+        if "unknown" in stream["lag"]
+    ]
+
+
+# What a stream has not read, by its source's kind: the first of these its lag has.
+_UNREAD = ("pending_files", "records_behind", "versions_behind")
+
+
+def _unread_what(lag: dict[str, Any]) -> str:
+    if lag["kind"] == "files":
+        return "landed files"
+    if lag["kind"] == "kafka":
+        return f"Kafka records of {', '.join(t['topic'] for t in lag['topics'])}"
+    return f"versions of {lag['source']}"
+
+
 def status_json(status: dict[str, Any]) -> str:
     """``status`` as indented JSON."""
     return json.dumps(status, indent=2, default=str)
 
 
-__all__ = ["PROGRESS_TABLE_KEY", "behind", "lake_status", "render_status", "status_json"]
+__all__ = [
+    "PROGRESS_TABLE_KEY",
+    "behind",
+    "lag_unknown",
+    "lake_status",
+    "render_status",
+    "status_json",
+]

@@ -102,6 +102,46 @@ def delta_position(checkpoint: str) -> DeltaPosition | None:
     )
 
 
+def source_kind(checkpoint: str) -> str | None:
+    """What the stream reads, from the offset of its last planned batch: ``"files"``
+    (``logOffset``), ``"delta"`` (``reservoirVersion``) or ``"kafka"`` (topic -> partition ->
+    offset); None before a batch is planned, or for another source. Raises OSError or
+    ValueError for an offsets file it cannot read."""
+    batch = planned_batch(checkpoint)
+    offsets = [] if batch is None else source_offsets(checkpoint, batch)
+    offset = offsets[0] if offsets else None
+    if not isinstance(offset, dict) or not offset:
+        return None
+    if "logOffset" in offset:
+        return "files"
+    if "reservoirVersion" in offset:
+        return "delta"
+    return "kafka" if all(isinstance(p, dict) for p in offset.values()) else None
+
+
+def kafka_offsets(checkpoint: str) -> dict[str, dict[int, int]] | None:
+    """Where a Kafka-source stream resumes, topic -> partition -> offset: the end offsets of its
+    last committed batch or, before one is committed, the offsets it started at (the source's
+    ``sources/0/0``); None when neither is there. Raises OSError or ValueError for a file it
+    cannot read."""
+    committed = committed_batch(checkpoint)
+    if committed is not None:
+        offsets = source_offsets(checkpoint, committed)
+        offset = offsets[0] if offsets else None
+    else:
+        path = os.path.join(checkpoint, "sources", "0", "0")
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8") as handle:  # a NUL byte, "v1", then the JSON
+            offset = json.loads(handle.read().lstrip("\0").split("\n", 1)[1])
+    if not isinstance(offset, dict):
+        return None
+    return {
+        str(topic): {int(p): int(o) for p, o in partitions.items()}
+        for topic, partitions in offset.items()
+    }
+
+
 def _first(checkpoint: str) -> int | None:
     ids = _batch_ids(os.path.join(checkpoint, "offsets"))
     return ids[0] if ids else None
@@ -135,6 +175,16 @@ def source_log(checkpoint: str) -> list[tuple[str, int, int]]:
             path = record["path"]
             entries[path] = (path, int(record.get("timestamp", 0)), int(record.get("batchId", 0)))
     return list(entries.values())
+
+
+def read_folder(checkpoint: str) -> str | None:
+    """The folder a file-source stream reads, as a local path: that of the newest file its log
+    records; None before it has taken a file, or when that file is not a local path."""
+    logged = source_log(checkpoint)
+    if not logged:
+        return None
+    newest = local_path(max(logged, key=lambda entry: (entry[2], entry[0]))[0])
+    return os.path.dirname(newest) if os.path.isabs(newest) else None
 
 
 def ingested_file_times(checkpoint: str, up_to_batch: int | None = None) -> dict[str, int]:

@@ -329,14 +329,20 @@ def _with_security(options: dict[str, str], security: Mapping[str, str] | None) 
     return {**options, **(security or {})}
 
 
+def connection_options(spark: object, config: Config, **options: str) -> dict[str, str]:
+    """This deployment's ``kafka.bootstrap.servers`` and security options, with ``options``:
+    how a run reaches the broker, for another reader or a client of its own."""
+    return _with_security(
+        {**_connection_options(config.kafka), **options},
+        resolve_security_options(spark, config.kafka),
+    )
+
+
 def batch_read(spark: object, config: Config, **options: str):
     """A batch DataFrame of Kafka records with this deployment's servers and security options,
     and ``options`` (for example ``assign`` and ``startingOffsets``) instead of the stream's
     subscription and rate limit."""
-    merged = _with_security(
-        {**_connection_options(config.kafka), **options},
-        resolve_security_options(spark, config.kafka),
-    )
+    merged = connection_options(spark, config, **options)
     reader = spark.read.format("kafka")  # type: ignore[attr-defined]
     for key, value in merged.items():
         reader = reader.option(key, value)
