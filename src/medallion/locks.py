@@ -3,13 +3,24 @@
 A run holds ``<checkpoints>/_locks/<stream>.lock`` for every stream it starts, for as long
 as it runs, and ``medallion reset`` holds the locks of the streams it deletes. A second
 writer is refused with the holder's host, pid and start time. The file is created atomically
-(complete, or not at all), and the holder touches it every ``HEARTBEAT_SECONDS``.
+(complete, or not at all: medallion/lock_files.py), and the holder touches it every
+``HEARTBEAT_SECONDS``.
 
 A lock left behind by a crash is taken over safely:
 
 - on the same host, as soon as its pid is gone (or is another process now: the process's
   start time is part of the lock);
 - from another host, once its heartbeat is older than ``LEASE_SECONDS``.
+
+Of the runs that find the same stale lock, one takes it over, atomically
+(medallion/lock_files.py says how).
+
+A holder stops writing before its lease can lapse. Its heartbeat reads the lock before
+touching it: once it holds another run, or is gone, or has not been renewed for
+:func:`safe_seconds`, the lease is lost (:attr:`StreamLocks.lost`) and :meth:`StreamLocks.check`
+(or :func:`check_lease`, by checkpoint) raises :class:`LeaseLost`. A continuous run checks twice
+a second and stops its queries at once, an available-now run as it waits for them, and each
+``foreachBatch`` function before its batch writes (streams/sinks.py). A lost lock is left as is.
 
 Locks are per stream, not per lake, so the bundle's streaming job can run its layers as
 concurrent tasks. They need a path this process can open as a file: a local folder, or a Unity
@@ -28,56 +39,35 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from medallion.errors import ConfigError
+from medallion.errors import PipelineError
+from medallion.lock_files import (
+    Holder,
+    LockHeld,
+    create_or_take_over,
+    is_stale,
+    process_start,
+    read_lock,
+    remove_old_claims,
+)
 from medallion.storage import local_path
 
 log = logging.getLogger(__name__)
 
+# Read when used, so that tests can shorten them.
 HEARTBEAT_SECONDS = 10.0
 LEASE_SECONDS = 60.0
 
 
-class LockHeld(ConfigError):
-    """Another live run holds a stream's lock; the message names it."""
+def safe_seconds() -> float:
+    """How long a holder may go without renewing its lease before it stops writing: two
+    heartbeats short of the lease, after which another host may take its streams."""
+    return LEASE_SECONDS - 2 * HEARTBEAT_SECONDS
 
 
-@dataclass(frozen=True)
-class Holder:
-    """Who holds a lock: what its file says."""
-
-    host: str
-    pid: int
-    started_at: str
-    command: str
-    run_id: str
-    process_start: str | None = None
-
-    def describe(self) -> str:
-        """``host h, pid 42, since 2026-11-23T10:00:00Z (medallion run)``."""
-        return f"host {self.host}, pid {self.pid}, since {self.started_at} ({self.command})"
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of a process in clock ticks since boot (Linux), to tell a reused pid."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()[19]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # alive, someone else's
-    return True
+class LeaseLost(PipelineError):
+    """This run no longer holds a stream's lock for sure: it must not write the stream."""
 
 
 def lock_folder(checkpoints: str) -> str | None:
@@ -87,53 +77,8 @@ def lock_folder(checkpoints: str) -> str | None:
     return None if local is None else os.path.join(local, "_locks")
 
 
-def _read(path: str) -> tuple[Holder | None, float | None]:
-    """The holder in a lock file and the file's last heartbeat; (None, None) when it is gone."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-        beat = os.stat(path).st_mtime
-    except FileNotFoundError:
-        return None, None
-    try:
-        data = json.loads(text)
-        return Holder(**data), beat
-    except (ValueError, TypeError):
-        return Holder("?", -1, "?", "?", "unreadable"), beat
-
-
-def _is_stale(holder: Holder, beat: float) -> bool:
-    if holder.host == socket.gethostname() and holder.pid > 0:
-        if not _pid_alive(holder.pid):
-            return True
-        now_start = _process_start(holder.pid)
-        return bool(holder.process_start and now_start and now_start != holder.process_start)
-    return time.time() - beat > LEASE_SECONDS
-
-
-def _create_exclusively(path: str, content: str) -> bool:
-    """Create ``path`` holding ``content`` unless it exists; the file appears complete."""
-    staged = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(staged, "w", encoding="utf-8") as handle:
-        handle.write(content)
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.link(staged, path)  # atomic, and fails when the lock exists
-        return True
-    except FileExistsError:
-        return False
-    except OSError:  # a file system without hard links (some FUSE mounts): O_EXCL instead
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        return True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(staged)
+# The locks this process holds, by lock file: what check_lease looks up.
+_HOLDING: dict[str, StreamLocks] = {}
 
 
 class StreamLocks:
@@ -155,11 +100,14 @@ class StreamLocks:
             .replace("+00:00", "Z"),
             command=command,
             run_id=uuid.uuid4().hex,
-            process_start=_process_start(pid),
+            process_start=process_start(pid),
         )
-        self._held: list[str] = []
+        # Each lock held, with when it was last renewed (taken, or touched: monotonic).
+        self._renewed: dict[str, float] = {}
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        self.lost = threading.Event()  # set once the lease is lost: write no more
+        self._why_lost = ""
 
     def path(self, stream: str) -> str:
         assert self.folder is not None
@@ -168,7 +116,7 @@ class StreamLocks:
     def acquire(self) -> StreamLocks:
         """Take every stream's lock, or none: raises :class:`LockHeld` naming the holder.
         Locks released may be taken again."""
-        self._stop = threading.Event()
+        self._stop, self.lost, self._renewed = threading.Event(), threading.Event(), {}
         if self.folder is None:
             log.debug("no stream locks on this storage; relying on one job run at a time")
             return self
@@ -190,49 +138,112 @@ class StreamLocks:
         path = self.path(stream)
         deadline = time.monotonic() + self.wait_seconds
         for attempt in range(10_000):
-            if _create_exclusively(path, content):
-                self._held.append(path)
-                return
-            holder, beat = _read(path)
+            taken = time.monotonic()
+            holder = create_or_take_over(path, content, LEASE_SECONDS)
             if holder is None:
-                continue  # released meanwhile: try again
-            if not _is_stale(holder, beat or 0.0):
-                if time.monotonic() < deadline:
-                    time.sleep(min(0.05 * 2**attempt, 1.0))
-                    continue
-                raise LockHeld(
-                    f"stream '{stream}' is already being written by another run: "
-                    f"{holder.describe()}; lock {path}. Stop that run first, or wait for it "
-                    f"to end. A lock left by a crash is taken over by itself (at once on the "
-                    f"same host, after {LEASE_SECONDS:.0f} s without a heartbeat from another)."
-                )
-            # Move the stale lock aside, unless it changed since it was read (re-read just
-            # before the rename: a lock another run took over meanwhile is left alone).
-            if _read(path)[0] == holder:
-                aside = f"{path}.stale-{uuid.uuid4().hex}"
-                with contextlib.suppress(FileNotFoundError):
-                    os.rename(path, aside)
-                    os.remove(aside)
-                    log.warning("took over the lock of '%s' from %s", stream, holder.describe())
+                self._renewed[path] = taken
+                _HOLDING[os.path.normpath(path)] = self
+                remove_old_claims(path, LEASE_SECONDS)
+                return
+            if time.monotonic() < deadline:
+                time.sleep(min(0.05 * 2 ** min(attempt, 5), 1.0))
+                continue
+            raise LockHeld(
+                f"stream '{stream}' is already being written by another run: "
+                f"{holder.describe()}; lock {path}. Stop that run first, or wait for it "
+                f"to end. A lock left by a crash is taken over by itself (at once on the "
+                f"same host, after {LEASE_SECONDS:.0f} s without a heartbeat from another)."
+            )
         raise LockHeld(f"could not take the lock of stream '{stream}' ({path}): it keeps changing")
 
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_SECONDS):
-            for path in list(self._held):
-                with contextlib.suppress(OSError):
-                    os.utime(path)
+        stop, renewed = self._stop, self._renewed  # this holding's, even once released
+        while not stop.wait(HEARTBEAT_SECONDS) and not self.lost.is_set():
+            for path in list(renewed):
+                if not self._renew(path, renewed):
+                    break
+
+    def _renew(self, path: str, renewed: dict[str, float]) -> bool:
+        """Touch a lock once sure it is still this run's; False once the lease is lost: the
+        lock is another run's or gone, or was not renewed for :func:`safe_seconds`."""
+        started = time.monotonic()
+        try:
+            holder, _ = read_lock(path)
+            if holder is None or holder.run_id != self.holder.run_id:
+                self._lose(path, "removed" if holder is None else f"taken by {holder.describe()}")
+                return False
+            os.utime(path)
+        except OSError as error:
+            silent = time.monotonic() - renewed[path]
+            if silent > safe_seconds():
+                self._lose(path, f"not renewed for {silent:.0f} s ({error})")
+                return False
+            log.warning("could not renew the lock %s (%s); trying again", path, error)
+            return True
+        renewed[path] = started
+        return True
+
+    def _lose(self, path: str, why: str) -> None:
+        if not self.lost.is_set():
+            self._why_lost = f"its lock {path} was {why}"
+            log.error("lost the lease of %s: %s", os.path.basename(path), why)
+            self.lost.set()
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` once this run may no longer write its streams: a lock was
+        taken over or removed, or not renewed for :func:`safe_seconds` (its heartbeat failed,
+        or hangs)."""
+        if self._heartbeat is not None and self._renewed:
+            path, renewed = min(self._renewed.items(), key=lambda item: item[1])
+            if (silent := time.monotonic() - renewed) > safe_seconds():
+                self._lose(path, f"not renewed for {silent:.0f} s")
+        if self.lost.is_set():
+            streams = ", ".join(f"'{s}'" for s in self.streams)
+            raise LeaseLost(
+                f"{self.holder.command} stopped writing {streams}: {self._why_lost}, so another "
+                f"run may write them now (a lease lapses after {LEASE_SECONDS:.0f} s without a "
+                f"heartbeat). Check that no other run writes them, then run again."
+            )
 
     def release(self) -> None:
-        """Give up every lock still held (only those this object holds)."""
+        """Give up every lock still held: those still this run's, renewed within
+        :func:`safe_seconds` (a lock whose lease may have lapsed may be another run's by now,
+        whatever it holds when read)."""
         self._stop.set()
         if self._heartbeat is not None:
             self._heartbeat.join(timeout=5)
-        for path in self._held:
-            holder, _ = _read(path)
-            if holder is not None and holder.run_id == self.holder.run_id:
+        self._heartbeat = None
+        now = time.monotonic()
+        for path, renewed in self._renewed.items():
+            if _HOLDING.get(os.path.normpath(path)) is self:
+                del _HOLDING[os.path.normpath(path)]
+            try:
+                holder, _ = read_lock(path)
+            except OSError:  # unreadable: not this run's to remove
+                continue
+            if holder is None or holder.run_id != self.holder.run_id:
+                continue
+            if now - renewed < safe_seconds():
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(path)
-        self._held.clear()
+            else:
+                log.warning("left the lock %s: its lease may have lapsed", path)
+        self._renewed = {}
+
+
+def check_lease(checkpoint: str) -> None:
+    """Raise :class:`LeaseLost` when this process holds the lock of the stream whose checkpoint
+    is ``checkpoint`` (``Config.checkpoint``) and has lost its lease; pass for a stream whose
+    lock it does not hold (no lock on this storage, or a Spark Connect server's worker)."""
+    checkpoint = checkpoint.rstrip("/")
+    folder = lock_folder(os.path.dirname(checkpoint))
+    if folder is None:
+        return
+    locks = _HOLDING.get(
+        os.path.normpath(os.path.join(folder, f"{os.path.basename(checkpoint)}.lock"))
+    )
+    if locks is not None:
+        locks.check()
 
 
 @contextlib.contextmanager
@@ -255,7 +266,7 @@ def lock_holders(checkpoints: str, streams: Iterable[str]) -> dict[str, Holder]:
         return {}
     found = {}
     for stream in streams:
-        holder, beat = _read(os.path.join(folder, f"{stream}.lock"))
-        if holder is not None and not _is_stale(holder, beat or 0.0):
+        holder, beat = read_lock(os.path.join(folder, f"{stream}.lock"))
+        if holder is not None and not is_stale(holder, beat, LEASE_SECONDS):
             found[stream] = holder
     return found

@@ -74,9 +74,11 @@ class ContinuousQueries:
             step(log, "starting %s (every %ss)", flow.name, trigger.interval_seconds)
             self.running.append((flow, self._start(flow, trigger)))
 
-    def stop(self) -> None:
-        """Every query after its batch in flight, at most ``stop_timeout_seconds`` in all."""
-        deadline = time.monotonic() + self.config.stop_timeout_seconds
+    def stop(self, at_once: bool = False) -> None:
+        """Every query after its batch in flight, at most ``stop_timeout_seconds`` in all;
+        ``at_once``: its batch in flight cut short too (replayed from the checkpoint)."""
+        timeout = 0.0 if at_once else self.config.stop_timeout_seconds
+        deadline = time.monotonic() + timeout
         stop_all_after_batches([query for _, query in self.running], deadline)
         if self._compactor is not None:
             self._compactor.finish(timeout=max(0.0, deadline - time.monotonic()))

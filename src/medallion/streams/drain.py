@@ -15,6 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.config import Config
 from medallion.console import plural, step
 from medallion.errors import PipelineError
+from medallion.locks import check_lease
 from medallion.session import is_connect_session
 from medallion.streams import fusion
 from medallion.streams.caught_up import has_read_everything
@@ -98,6 +99,8 @@ def drain(
         while waiting or running:
             if interrupt is not None and interrupt.is_set():
                 raise KeyboardInterrupt  # the queries stop below, their batches replayed later
+            for name in running:  # a lost lock: the queries stop below (medallion/locks.py)
+                check_lease(config.checkpoint(name))
             ready = [f for f in waiting if not pending(f)]
             if one_at_a_time:
                 ready = ready[:1] if not running else []

@@ -179,7 +179,8 @@ def run_streaming(
     """Run every flow with processing-time triggers until ``stop`` is set, then stop cleanly.
 
     Queries stop together, each after its in-flight batch. A failed query stops the others and
-    raises :class:`PipelineError`. The run holds its streams' locks until it ends.
+    raises :class:`PipelineError`. The run holds its streams' locks until it ends; one lost
+    (medallion/locks.py) stops every query at once: :class:`~medallion.locks.LeaseLost`.
     ``register_names`` as for :func:`run_available_now`. ``watch`` is called about twice a
     second with the running queries (the live table of medallion/streams/live.py).
     """
@@ -237,6 +238,7 @@ def _run_streaming(
         queries.start()
         next_landing_check = time.monotonic() + LANDING_CHECK_SECONDS
         while not stop.wait(0.5):
+            locks.check()  # a lost lock: stop writing, before its lease can lapse
             if not queries.pause_if_asked(stop):
                 break
             if time.monotonic() >= next_landing_check:
@@ -250,6 +252,6 @@ def _run_streaming(
             if watch is not None:
                 _watch(watch, queries.running)
     finally:
-        queries.stop()
+        queries.stop(at_once=locks.lost.is_set())
     record_gaps(spark, config, flows)
     return summarize(spark, config, before, queries.by_name())

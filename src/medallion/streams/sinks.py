@@ -14,6 +14,7 @@ from medallion.config import Config
 from medallion.conflicts import retry_on_conflict
 from medallion.contracts import FieldRule
 from medallion.declarations import Flow, Landing, Table
+from medallion.locks import check_lease
 from medallion.sql_names import TableRef
 from medallion.storage import read_text
 from medallion.streams.checkpoints import discard_abandoned_writes
@@ -186,13 +187,20 @@ def start_foreach_batch(
     trigger: Trigger,
     query_name: str,
 ) -> StreamingQuery:
-    """Start a stream that hands every micro-batch to ``process(batch_df, batch_id)``."""
+    """Start a stream that hands every micro-batch to ``process(batch_df, batch_id)``, unless
+    this run has lost its lock on the stream meanwhile (medallion/locks.py): then the batch
+    fails with :class:`~medallion.locks.LeaseLost` before it writes."""
     discard_abandoned_writes(checkpoint)
+
+    def leased(batch: DataFrame, batch_id: int) -> None:
+        check_lease(checkpoint)
+        process(batch, batch_id)
+
     return (
         df.writeStream.queryName(query_name)
         .option("checkpointLocation", checkpoint)
         .trigger(**trigger.as_kwargs())
-        .foreachBatch(process)
+        .foreachBatch(leased)
         .start()
     )
 
