@@ -24,6 +24,9 @@ os.environ.setdefault("MEDALLION_DRIVER_MEMORY", "3g")
 # them, tests/bundle/test_connect.py) run this interpreter, with medallion importable.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 short_lived_jvms_by_default()
+# The erasure key of the test run (medallion/erasure_key.py): made here, kept nowhere. Tests of
+# a missing or another key change it for themselves.
+os.environ.setdefault("MEDALLION_ERASURE_KEY", f"test-run-{os.urandom(24).hex()}")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,8 +1,11 @@
 """The erasure log, ``<lake>/_system/erasures``: what each erasure removed, table by table,
-without the personal data (the subject as a salted hash), and what streams read from it.
+without the personal data (the subject as its keyed hash, medallion/erasure_key.py), and what
+streams read from it.
 
-- **Erased stays erased.** Every input line that holds an erased subject's id as a JSON string
-  is dropped before bronze (:func:`without_erased`), and counted in the log (``dropped``).
+- **Erased stays erased.** Every input line one of whose declared subject fields holds an
+  erased subject's id is dropped before bronze (:func:`without_erased`), and counted in the
+  log (``dropped``). Lakes erased before the erasure key keep dropping their subjects' lines
+  by the old salted hashes of every JSON string of a line, while the salt is there.
 - A stream that reads a table's Change Data Feed skips the versions an erasure wrote there: an
   erasure's DELETE is no change of the subject to report (it would put the subject's last
   values back into the audit trail).
@@ -11,18 +14,21 @@ without the personal data (the subject as a salted hash), and what streams read 
 from __future__ import annotations
 
 import json
-import secrets
-from datetime import datetime, timezone
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.erasure_key import ErasureKey, erasure_key, keyed_hash_column
 from medallion.errors import ConfigError
 from medallion.sql_names import TableRef
-from medallion.subjects import hashed
-from medallion.tables import append_rows, create_delta_table, read_table, table_exists
+from medallion.subjects import legacy_hashed, raw_field
+from medallion.tables import append_rows, read_table, table_exists
 
 ERASURES_SCHEMA = (
     "erasure_id BIGINT, subject_hash STRING, pipeline STRING, table_key STRING, action STRING, "
@@ -37,9 +43,12 @@ STARTED, KEYS, DELETED, RECOMPUTED, PROMOTED, FINISHED, DROPPED = (
     "finished",
     "dropped",
 )
-SALT_SCHEMA = "salt STRING, created_at TIMESTAMP"
+# What a ``started`` row's detail says of an erasure hashed under the erasure key.
+KEYED_SCHEME = "hmac-sha256"
 # The name of the observed metric that counts a dataset's dropped lines, in a batch's progress.
 DROPPED_METRIC = "erased_lines_"
+# A legacy ``started`` row's detail: a salted SHA-256, hex.
+_LEGACY_DETAIL = re.compile("[0-9a-f]{64}")
 # A JSON string as it stands in a line, quotes included.
 _JSON_STRING = r'"(?:[^"\\]|\\.)*"'
 
@@ -90,46 +99,95 @@ def erased_versions(spark: SparkSession, config: Config, table_key: str) -> list
     return sorted({int(r.version) for r in rows})
 
 
-def erasure_salt(spark: SparkSession, config: Config, create: bool = False) -> str | None:
-    """The lake's salt of subject hashes (the first row wins), made when ``create`` and missing."""
+def started_detail(key: ErasureKey) -> str:
+    """The ``detail`` of a ``started`` row: the scheme and the key's check value."""
+    return json.dumps({"scheme": KEYED_SCHEME, "key_check": key.check})
+
+
+@dataclass(frozen=True)
+class ErasedSubjects:
+    """The subjects erased in a lake: keyed hashes of their ids, the checks of the keys they
+    were hashed under, and the hashes of erasures from before the key with their salt."""
+
+    keyed: frozenset[str] = frozenset()
+    key_checks: frozenset[str] = frozenset()
+    legacy: frozenset[str] = frozenset()
+    legacy_salt: str | None = None
+
+    def key(self) -> ErasureKey | None:
+        """This process's erasure key, checked against the lake's: None when the lake holds no
+        keyed erasure; :class:`ConfigError` when it does and the key is missing or another."""
+        if not self.keyed:
+            return None
+        key = erasure_key(required=False)
+        if key is None:
+            raise ConfigError(
+                "this lake has erasures: its streams need the erasure key they were made with "
+                "to keep dropping the erased subjects' lines; set MEDALLION_ERASURE_KEY "
+                "(on Databricks, the secret the bundle's erasure_key_scope names)"
+            )
+        if key.check not in self.key_checks:
+            raise ConfigError(
+                f"MEDALLION_ERASURE_KEY is not the key this lake's erasures were made with "
+                f"(its check is {key.check}, theirs {', '.join(sorted(self.key_checks))})"
+            )
+        return key
+
+
+def erased_subjects(spark: SparkSession, config: Config) -> ErasedSubjects:
+    """What the lake's erasure log says was erased (``started`` rows: every erasure, finished
+    or not, and every suppression)."""
+    log = erasures_table(config)
+    if not table_exists(spark, log):
+        return ErasedSubjects()
+    started = read_table(spark, log).where(F.col("action") == STARTED)
+    keyed, checks, legacy = set(), set(), set()
+    for row in started.select("subject_hash", "detail").collect():
+        detail = row.detail or ""
+        if _LEGACY_DETAIL.fullmatch(detail):
+            legacy.add(detail)  # the salted hash of the id as a JSON string
+            continue
+        scheme = json.loads(detail)
+        keyed.add(row.subject_hash)
+        checks.add(scheme["key_check"])
+    salt = legacy_salt(spark, config) if legacy else None
+    return ErasedSubjects(frozenset(keyed), frozenset(checks), frozenset(legacy), salt)
+
+
+def legacy_salt(spark: SparkSession, config: Config) -> str | None:
+    """The salt of the erasures made before the erasure key (the first row wins); None once
+    it is retired (docs/governance.md)."""
     table = config.system_table("erasure_salt")
-    exists = table_exists(spark, table)
-    if create and (not exists or read_table(spark, table).isEmpty()):
-        create_delta_table(spark, table, SALT_SCHEMA, {})
-        salt = {"salt": secrets.token_hex(32), "created_at": datetime.now(timezone.utc)}
-        append_rows(spark, table, [salt], SALT_SCHEMA)
-        exists = True
-    if not exists:
+    if not table_exists(spark, table):
         return None
     row = read_table(spark, table).orderBy("created_at", "salt").first()
     return None if row is None else row.salt
 
 
-def _erased_literals(spark: SparkSession, config: Config) -> tuple[str, list[str]] | None:
-    """The salt and the hashes of the erased subjects' ids as JSON strings (``detail`` of each
-    erasure's ``started`` row); None when nothing was erased in the lake."""
-    log = erasures_table(config)
-    if not table_exists(spark, log):
-        return None
-    rows = read_table(spark, log).where(F.col("action") == STARTED).select("detail").collect()
-    hashes = sorted({r.detail for r in rows if r.detail})
-    salt = erasure_salt(spark, config)
-    return (salt, hashes) if hashes and salt else None
-
-
 def without_erased(
-    spark: SparkSession, config: Config, dataset: str, lines: DataFrame
+    spark: SparkSession,
+    config: Config,
+    dataset: str,
+    fields: Sequence[str],
+    lines: DataFrame,
 ) -> DataFrame:
-    """``lines`` (``value``: a line as it landed) without those that hold an erased subject's
-    id as a JSON string, counted as the observed metric ``erased_lines_<dataset>`` of the
+    """``lines`` (``value``: a line as it landed) without those whose subject ``fields`` hold
+    an erased subject's id, counted as the observed metric ``erased_lines_<dataset>`` of the
     batch's progress. The lines as they are when nothing was erased."""
-    erased = _erased_literals(spark, config)
-    if erased is None:
+    erased = erased_subjects(spark, config)
+    conditions = []
+    key = erased.key()
+    if key is not None:
+        hashed = keyed_hash_column(key)
+        hashes = sorted(erased.keyed)
+        conditions += [hashed(raw_field(F.col("value"), f)).isin(hashes) for f in fields]
+    if erased.legacy and erased.legacy_salt:
+        salt, hashes = erased.legacy_salt, sorted(erased.legacy)
+        strings = F.regexp_extract_all(F.col("value"), F.lit(_JSON_STRING), 0)
+        conditions.append(F.exists(strings, lambda s: legacy_hashed(s, salt).isin(hashes)))
+    if not conditions:
         return lines
-    salt, hashes = erased
-    strings = F.regexp_extract_all(F.col("value"), F.lit(_JSON_STRING), 0)
-    held = F.exists(strings, lambda s: hashed(s, salt).isin(hashes))
-    held = F.coalesce(held, F.lit(False))
+    held = F.coalesce(reduce(lambda a, b: a | b, conditions), F.lit(False))
     counted = lines.observe(f"{DROPPED_METRIC}{dataset}", F.count_if(held).alias("dropped"))
     return counted.where(~held)
 

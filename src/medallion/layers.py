@@ -34,7 +34,7 @@ from medallion.console import plain
 from medallion.declarations import landing_datasets
 from medallion.deployment import flows_of
 from medallion.errors import ConfigError
-from medallion.ops.erase import erase_subject
+from medallion.ops.erasure_requests import erase_requested
 from medallion.ops.maintain import maintain as maintain_tables
 from medallion.ops.maintain import render
 from medallion.ops.replay import render_results, replay_quarantines
@@ -240,17 +240,21 @@ def replay_task(
 
 
 def erase_task(
-    params: TaskParams, subject: str = "", dry_run: str = "false", vacuum: str = "false"
+    params: TaskParams, request: str = "", dry_run: str = "false", vacuum: str = "false"
 ) -> list[str]:
-    """The erasure task: :func:`~medallion.ops.erase.erase_subject` of the job's ``subject``
-    from the pipelines ``params`` name (default: every pipeline that declares subjects)."""
-    if not subject.strip():
-        raise ConfigError("subject: give the id of the person to erase as the job's parameter")
+    """The erasure task: the pending erasure request ``request`` (empty: every pending one,
+    recorded by ``medallion erase --request``: ops/erasure_requests.py) carried out in the
+    pipelines ``params`` name (default: every pipeline that declares subjects). The job's
+    parameters never hold a subject's id."""
     dry = true_or_false("dry_run", dry_run)
     spark = get_spark()
     config = in_lake(spark, params.config())
-    result = erase_subject(spark, config, subject.strip(), dry, true_or_false("vacuum", vacuum))
-    return result.describe(dry).splitlines()
+    results = erase_requested(
+        spark, config, request.strip() or None, dry, true_or_false("vacuum", vacuum)
+    )
+    if not results:
+        return ["no pending erasure request"]
+    return [line for result in results for line in result.describe(dry).splitlines()]
 
 
 def task_arguments(argv: Sequence[str]) -> dict[str, str]:

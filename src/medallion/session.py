@@ -313,6 +313,9 @@ def _log_folder() -> Path:
 def _start_local(conf: dict[str, str]) -> SparkSession:
     """Start the local JVM with ``conf``, its stdout and stderr in a new log file (the latest
     ones are kept) unless ``MEDALLION_VERBOSE`` is set, then the session on it."""
+    # Python workers (an erasure's keyed hashes) run this interpreter, whose packages they
+    # need (pyarrow), not the PATH's python3, which pyspark takes by default.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     global _jvm_log
     # deferred: loads pyspark
     from pyspark import SparkConf, SparkContext

@@ -3,21 +3,20 @@ belong to one, and how the gold aggregates that name nobody are recomputed witho
 
 A pipeline declares :class:`Subjects` (issue 29, erasure; docs/governance.md). The engine
 names no column: a table holds a subject's rows where it has one of the declared columns, or,
-for a table of raw lines (bronze, a quarantine: ``_raw``), where the line holds the subject's
-id as a JSON string value, malformed lines included. A gold aggregate that has neither is
+for a table of raw lines (bronze, a quarantine: ``_raw``), where one of the declared fields
+of the line, read from its parsed JSON, holds the subject's id (a line too malformed to parse
+is read by the field's ``"name": "value"`` text). Any other field holding the same text (a
+country, a product) does not make a line the subject's. A gold aggregate that has neither is
 declared a :class:`Recompute`: its rows in the subject's scope (the hours, the days their
 records fell in) are computed again from silver once the subject's silver rows are gone.
 
 >>> Subjects({"events": "user_id", "customers": "customer_id"}).column_names
 ('customer_id', 'user_id')
->>> json_string_literal('u-1"x')
-'"u-1\\\\"x"'
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -84,36 +83,51 @@ class Subjects:
         return next((r for r in self.recomputes if r.table == table_key), None)
 
 
-def json_string_literal(subject: str) -> str:
-    """The subject's id as a JSON string, as it appears in a line that holds it."""
-    return json.dumps(subject, ensure_ascii=False)
+def raw_field(raw: str | Column, field_name: str) -> Column:
+    """The value of the top-level field ``field_name`` of a raw JSON line, as text: from the
+    parsed line, or, for a line that does not parse, from its ``"field": "value"`` text
+    (a line cut short keeps what it has). NULL when the line holds no such field."""
+    line = F.col(raw) if isinstance(raw, str) else raw
+    name = validate_identifier(field_name, "subject field")
+    unparsed = F.regexp_extract(line, rf'"{name}"\s*:\s*"([^"\\]*)"', 1)
+    return F.coalesce(
+        F.get_json_object(line, f"$.{name}"),
+        F.when(F.get_json_object(line, "$").isNull() & (unparsed != ""), unparsed),
+    )
 
 
-def subject_rows(table_columns: Iterable[str], subjects: Subjects, subject: str) -> Column | None:
-    """The condition that picks a subject's rows of a table with ``table_columns``: one of its
-    subject columns equals the id, or its raw line holds the id as a JSON string value. None
-    when the table can hold no subject row (no subject column and no raw line).
-
-    A line that holds the id as the value of another field is the subject's too: a raw line
-    is removed whole, never edited.
-    """
+def subject_values(table_columns: Iterable[str], subjects: Subjects) -> list[Column]:
+    """The values a table's row holds in the subject columns and fields: its typed subject
+    columns, and the declared fields of its raw line."""
     columns = list(table_columns)
-    conditions = [F.col(c) == F.lit(subject) for c in subjects.holding_columns(columns)]
+    values = [F.col(c) for c in subjects.holding_columns(columns)]
     if RAW_COLUMN in columns:
-        conditions.append(F.col(RAW_COLUMN).contains(json_string_literal(subject)))
+        values += [raw_field(RAW_COLUMN, name) for name in subjects.column_names]
+    return values
+
+
+def subject_rows(
+    table_columns: Iterable[str], subjects: Subjects, subject: str | Column
+) -> Column | None:
+    """The condition that picks a subject's rows of a table with ``table_columns``: one of its
+    subject columns, or one of the declared fields of its raw line, equals the id (a string,
+    or a column such as a one-row source's in a MERGE, which keeps the id out of the
+    condition Delta records). None when the table can hold no subject row."""
+    value = F.lit(subject) if isinstance(subject, str) else subject
+    conditions = [column == value for column in subject_values(table_columns, subjects)]
     if not conditions:
         return None
     return F.coalesce(reduce(lambda a, b: a | b, conditions), F.lit(False))
 
 
-def subject_hash(subject: str, salt: str) -> str:
-    """The salted SHA-256 of an id, hex: what the erasure log keeps instead of the id (the same
-    as :func:`hashed` in Spark)."""
+def legacy_salted_hash(subject: str, salt: str) -> str:
+    """The salted SHA-256 of an id, hex: what erasures before the erasure key logged (the
+    salt was kept in the lake; docs/governance.md, moving a lake to a key)."""
     return hashlib.sha256((salt + subject).encode("utf-8")).hexdigest()
 
 
-def hashed(column: str | Column, salt: str) -> Column:
-    """:func:`subject_hash` of a string column (a name or a Column), on the executors."""
+def legacy_hashed(column: str | Column, salt: str) -> Column:
+    """:func:`legacy_salted_hash` of a string column (a name or a Column), on the executors."""
     return F.sha2(F.concat(F.lit(salt), F.col(column) if isinstance(column, str) else column), 256)
 
 

@@ -188,6 +188,20 @@ def allow_deletes(spark: SparkSession, table: TableRef) -> None:
         spark.sql(f"ALTER TABLE {table.sql_name} SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
 
 
+def write_log_checkpoint(spark: SparkSession, table: TableRef) -> bool:
+    """Write a Delta checkpoint of the table's latest version (a path table in this JVM), so
+    that log cleanup may drop the commits before it once their retention has passed. False
+    where this process cannot (a catalog table, Spark Connect: Databricks writes its own)."""
+    if table.path is None:
+        return False
+    try:
+        jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    except Exception:  # Spark Connect has no SparkContext (its own error type)
+        return False
+    jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table.path).checkpoint()
+    return True
+
+
 def rows_frame(spark: SparkSession, rows: Sequence[dict], columns: str) -> DataFrame:
     """Plain rows (dicts) with this DDL schema, in one partition, parsed in the JVM from one
     JSON literal: unlike ``createDataFrame`` of Python rows, no Python worker process starts

@@ -69,6 +69,7 @@ class LocalJobs:
     snapshots: dict = field(default_factory=dict)
     bronze_rows: dict = field(default_factory=dict)
     erased: str = ""
+    erase_params: dict = field(default_factory=dict)
 
 
 @pytest.fixture(scope="session")
@@ -137,12 +138,19 @@ def local_jobs(spark, tmp_path_factory) -> LocalJobs:
         widened = {"settings": REPLAY_SETTING, "reason_like": "unknown event_type"}
         run("replay", "medallion_quarantine_replay", widened)
         assert_lake_matches(spark, config, expected_from(landing, event_types=None))
-        # Last, a shopper erased from retail through the erasure job
-        # (tests/integration/test_erasure.py holds every table to its oracle): result.erased
-        # names them.
+        # Last, a shopper erased from retail through the erasure job, by a request that holds
+        # their keyed hash: the job's parameters name no one (tests/integration/test_erasure.py
+        # holds every table to its oracle). result.erased names them.
+        from medallion.ops.erasure_requests import request_erasure
+
         silver = read_table(spark, config.table("silver/events"))
         result.erased = silver.groupBy("user_id").count().orderBy("count", "user_id").first()[0]
-        run("erase", "medallion_erase", {"subject": result.erased, "pipeline": "retail"})
+        retail = config.with_options(pipelines=("retail",))
+        result.erase_params = {
+            "request": request_erasure(spark, retail, result.erased),
+            "pipeline": "retail",
+        }
+        run("erase", "medallion_erase", result.erase_params)
     return result
 
 

@@ -6,8 +6,11 @@ which also checks the lake against the plain-Python oracle after each job.
 
 from __future__ import annotations
 
+import json
+
 import nbformat
 import pytest
+import yaml
 from bundle_support import ROOT
 from pyspark.sql import functions as F
 
@@ -83,11 +86,19 @@ def test_the_quarantine_replay_job_promotes_what_its_settings_widen_then_runs_go
     assert "now pass: promoted 1, 0 duplicates" in events and "(replay 1)" in events
 
 
-def test_the_erasure_job_removes_the_subject_given_as_its_parameter(spark, local_jobs):
+def test_the_erasure_job_removes_the_requested_subject_without_their_id_as_a_parameter(
+    spark, local_jobs
+):
     (run,) = local_jobs.runs["erase"]
     assert run.state == "SUCCESS", run.error
     assert any(x.startswith("erasure 1: the subject is gone from ") for x in run.text.splitlines())
     config, subject = local_jobs.config, local_jobs.erased
+    # The job ran on a request: neither its parameters nor the job's own name the person.
+    assert subject not in json.dumps(local_jobs.erase_params)
+    job = yaml.safe_load((ROOT / "resources" / "medallion_erase.job.yml").read_text())
+    parameters = job["resources"]["jobs"]["medallion_erase"]["parameters"]
+    assert "subject" not in {p["name"] for p in parameters}
+    assert subject not in run.text
     bronze = read_table(spark, config.table("bronze/events"))
     assert bronze.where(F.col("_raw").contains(f'"{subject}"')).isEmpty()
     for key in ("silver/events", "gold/hourly_product_users"):

@@ -101,7 +101,7 @@ def test_a_copied_pipeline_folder_is_a_pipeline_with_no_other_file_edited(tmp_pa
     assert "medallion_sensors " in jobs and "medallion_sensors_stream " in jobs
 
     # The tests whose lists come from the registry and the package folders pass in the copy:
-    # the declarations, the README's lineage, the bundle's files, jobs and dashboards.
+    # the declarations, the documented lineage, the bundle's files, jobs and dashboards.
     _in(
         tree,
         sys.executable,

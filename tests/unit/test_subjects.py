@@ -3,21 +3,18 @@ subject, raw lines included, and the scope predicate of a recompute."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from datetime import date, datetime, timezone
 
 import pytest
 from pyspark.sql import functions as F
 
 from medallion.declarations import Flow, Landing, Pipeline, Table
+from medallion.erasure_key import ErasureKey, erasure_key, keyed_hash, keyed_hash_column
+from medallion.errors import ConfigError
 from medallion.pipelines import pipelines
-from medallion.subjects import (
-    Recompute,
-    Subjects,
-    hashed,
-    scope_predicate,
-    subject_hash,
-    subject_rows,
-)
+from medallion.subjects import Recompute, Subjects, scope_predicate, subject_rows
 
 RETAIL_SUBJECTS = Subjects({"events": "user_id", "customers": "customer_id"})
 
@@ -34,7 +31,7 @@ def test_each_pipeline_declares_its_subject_columns_and_what_is_recomputed():
     assert declared["banking"].recomputes == ()
 
 
-def test_a_raw_line_is_the_subjects_when_it_holds_the_id_as_a_json_string(spark):
+def test_a_raw_line_is_the_subjects_when_a_declared_field_of_it_holds_the_id(spark):
     lines = [
         ("1", '{"event_id": "e1", "user_id": "u1", "revenue": "3"}'),
         ("2", '{"event_id": "e2", "user_id": "u10"}'),  # another id that starts alike
@@ -43,12 +40,20 @@ def test_a_raw_line_is_the_subjects_when_it_holds_the_id_as_a_json_string(spark)
         ("5", '{"event_id": "e5", "product_id": "u1"}'),  # the id as another field's value
         ("6", None),
         ("7", '{"user_id": "u1\\"x"}'),  # the JSON text of u1"x, not of u1
+        ("8", '{"customer_id": "u1", "country": "US"}'),  # retail's other subject field
+        ("9", '{"event_id": "e9", "context": {"user_id": "u1"}}'),  # not a top-level field
+        ("10", '{"user_id" : "u1"  '),  # malformed, spaced
+        ("11", '{"event_id": "e11", "user_id": "u2", "note": "\\"user_id\\": \\"u1\\""}'),
     ]
-    bronze = spark.createDataFrame(lines, "n STRING, _raw STRING").withColumn("user_id", F.col("n"))
+    bronze = spark.createDataFrame(lines, "n STRING, _raw STRING").withColumn(
+        "user_id", F.lit(None)
+    )
     picked = bronze.where(subject_rows(bronze.columns, RETAIL_SUBJECTS, "u1"))
-    assert sorted(r.n for r in picked.collect()) == ["1", "4", "5"]
+    assert sorted(r.n for r in picked.collect()) == ["1", "10", "4", "8"]
     quoted = bronze.where(subject_rows(bronze.columns, RETAIL_SUBJECTS, 'u1"x'))
     assert [r.n for r in quoted.collect()] == ["7"]
+    # A country is no subject's id: only a subject field holding it would make a line theirs.
+    assert bronze.where(subject_rows(bronze.columns, RETAIL_SUBJECTS, "US")).isEmpty()
 
 
 def test_a_typed_table_is_matched_by_its_subject_columns_and_a_table_without_any_by_none(spark):
@@ -59,12 +64,29 @@ def test_a_typed_table_is_matched_by_its_subject_columns_and_a_table_without_any
     assert subject_rows(["window_start", "views"], RETAIL_SUBJECTS, "u1") is None
 
 
-def test_the_hash_is_salted_never_the_id_and_the_same_in_spark(spark):
-    one, other = subject_hash("u1", "salt-a"), subject_hash("u1", "salt-b")
-    assert one != other and len(one) == 64 and "u1" not in one
-    ids = spark.createDataFrame([("u1",), ("ü2",)], "user_id STRING")
-    in_spark = [r.h for r in ids.select(hashed("user_id", "salt-a").alias("h")).collect()]
-    assert in_spark == [one, subject_hash("ü2", "salt-a")]
+def test_the_keyed_hash_is_an_hmac_under_the_key_the_same_in_spark_and_never_shows_the_key(spark):
+    key = ErasureKey.parse("k" * 32)
+    other = ErasureKey.parse("m" * 32)
+    one = keyed_hash(key, "u1")
+    assert one == hmac.new(b"k" * 32, b"u1", hashlib.sha256).hexdigest()
+    assert one != keyed_hash(other, "u1") and len(one) == 64
+    ids = spark.createDataFrame([("u1",), ("ü2",), (None,)], "user_id STRING")
+    in_spark = [r.h for r in ids.select(keyed_hash_column(key)("user_id").alias("h")).collect()]
+    assert in_spark == [one, keyed_hash(key, "ü2"), None]
+    assert "k" * 8 not in repr(key) and key.check != other.check
+    # The key is not in the query plan either (a failed stream's error prints the plan).
+    plan = ids.select(keyed_hash_column(key)("user_id"))._jdf.queryExecution().toString()
+    assert "k" * 8 not in plan and "6b6b6b6b" not in plan.lower()
+
+
+def test_no_key_is_refused_with_the_command_that_makes_one_and_a_short_key_too(monkeypatch):
+    monkeypatch.delenv("MEDALLION_ERASURE_KEY")
+    assert erasure_key() is None
+    with pytest.raises(ConfigError, match="secrets.token_urlsafe"):
+        erasure_key(required=True)
+    monkeypatch.setenv("MEDALLION_ERASURE_KEY", "short")
+    with pytest.raises(ConfigError, match="too short"):
+        erasure_key()
 
 
 def test_the_scope_predicate_quotes_values_and_refuses_zoned_times(spark):

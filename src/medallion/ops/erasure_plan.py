@@ -7,7 +7,7 @@ the streams' locks, the recomputes, the erasure log) builds on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -33,6 +33,39 @@ class TableErasure:
         if self.scope:
             return f"{self.table}: {self.rows} rows in {len(self.scope)} scope values recomputed"
         return f"{self.table}: {self.rows} rows removed"
+
+
+@dataclass(frozen=True)
+class ErasureResult:
+    """What an erasure removed (or, in a dry run, would), table by table."""
+
+    subject_hash: str | None
+    erasure_id: int | None
+    tables: tuple[TableErasure, ...]
+    promoted: int = 0
+    vacuumed_files: int | None = None  # None: no VACUUM asked for
+    suppressed_only: bool = False  # nothing was found: recorded as a suppression alone
+
+    def as_json(self) -> dict:
+        return asdict(self) | {"tables": [asdict(t) | {"scope": len(t.scope)} for t in self.tables]}
+
+    def describe(self, dry_run: bool) -> str:
+        """Lines for people: one per table with the subject's rows."""
+        touched = [t for t in self.tables if t.rows or t.scope]
+        if self.suppressed_only:
+            return (
+                f"erasure {self.erasure_id}: nothing was found to erase; recorded as a "
+                "suppression alone: the subject's lines that land from now on are dropped"
+            )
+        if dry_run:
+            head = f"would erase the subject from {len(touched)} tables (dry run; nothing written)"
+        else:
+            head = f"erasure {self.erasure_id}: the subject is gone from {len(touched)} tables"
+            if self.promoted:
+                head += f"; {self.promoted} re-sent copies of its keys took their place in silver"
+            if self.vacuumed_files is not None:
+                head += f"; VACUUM deleted {self.vacuumed_files} files"
+        return "\n".join([head, *(f"  {t.describe()}" for t in touched)])
 
 
 def erasure_plan(spark: SparkSession, config: Config, subject: str) -> list[TableErasure]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from medallion.argtypes import point_in_time
 from medallion.cli_arguments import (
@@ -17,6 +18,7 @@ from medallion.cli_arguments import (
 )
 from medallion.config import parse_settings
 from medallion.console import show
+from medallion.errors import ConfigError
 from medallion.session import get_spark
 
 
@@ -71,11 +73,41 @@ def add_governance_parsers(sub: argparse._SubParsersAction) -> None:
     erase = sub.add_parser(
         "erase",
         help="remove a data subject's rows from every table; gold recomputed without them",
-        epilog="example:\n  medallion erase --lake build/demo/lake --subject c00042 --dry-run",
+        epilog="examples:\n  medallion erase --lake build/demo/lake --subject c00042 --dry-run\n"
+        "  medallion erase --lake build/demo/lake --subject - --request < request.txt\n"
+        "  medallion erase --lake build/demo/lake --pending\n"
+        "needs the erasure key in MEDALLION_ERASURE_KEY (docs/governance.md)",
     )
     add_lake_argument(erase)
+    which = erase.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--subject",
+        metavar="ID",
+        help="the id of the person to erase; - reads it from standard input (kept out of the "
+        "shell's history and the process list)",
+    )
+    which.add_argument(
+        "--pending",
+        action="store_true",
+        help="carry out the erasure requests not carried out yet (what the bundle's "
+        "medallion_erase job does)",
+    )
     erase.add_argument(
-        "--subject", required=True, metavar="ID", help="the id of the person to erase"
+        "--request",
+        action="store_true",
+        help="with --subject: record a request (the id's keyed hash, never the id) for "
+        "--pending or the bundle's job to carry out, and erase nothing now",
+    )
+    erase.add_argument(
+        "--request-id",
+        metavar="R",
+        help="with --pending: only the request R (as --request printed it)",
+    )
+    erase.add_argument(
+        "--suppress-if-absent",
+        action="store_true",
+        help="when no table holds the id yet, record it as a suppression alone (its lines "
+        "that land later are dropped) instead of refusing",
     )
     add_pipeline_argument(erase, default="every pipeline that declares data subjects")
     erase.add_argument(
@@ -129,15 +161,41 @@ def _quarantine_replay(args: argparse.Namespace) -> int:
 def cmd_erase(args: argparse.Namespace) -> int:
     # deferred: loads pyspark
     from medallion.ops.erase import erase_subject
+    from medallion.ops.erasure_requests import erase_requested, request_erasure
     from medallion.tables import in_lake
 
+    if args.request and args.pending:
+        raise ConfigError("--request records a request for --subject; --pending carries them out")
+    if args.request_id and not args.pending:
+        raise ConfigError("--request-id picks one of the pending requests: give --pending too")
+    subject = sys.stdin.readline().strip() if args.subject == "-" else args.subject
     config = lake_config(args)
     spark = get_spark()
-    result = erase_subject(spark, in_lake(spark, config), args.subject, args.dry_run, args.vacuum)
-    if args.output == "json":
-        print_json(result.as_json())
+    config = in_lake(spark, config)
+    if args.request:
+        request_id = request_erasure(spark, config, subject, args.suppress_if_absent)
+        if args.output == "json":
+            print_json({"request_id": request_id})
+        else:
+            print(
+                f"erasure request {request_id} recorded (the id's keyed hash, not the id): "
+                "the bundle's medallion_erase job, or medallion erase --pending, carries it out"
+            )
+        return 0
+    if args.pending:
+        results = erase_requested(spark, config, args.request_id, args.dry_run, args.vacuum)
     else:
-        print(result.describe(args.dry_run))
+        results = [
+            erase_subject(
+                spark, config, subject, args.dry_run, args.vacuum, args.suppress_if_absent
+            )
+        ]
+    if args.output == "json":
+        print_json([r.as_json() for r in results] if args.pending else results[0].as_json())
+    elif args.pending and not results:
+        print("no pending erasure request")
+    else:
+        print("\n".join(r.describe(args.dry_run) for r in results))
     return 0
 
 

@@ -14,8 +14,7 @@ write (docs/development.md, "Exactly-once writes"). medallion checks its own wri
   part by a process before. Each of its writes first reads the table's log tail, newest commit
   first, as JSON (no Spark job), and is skipped when a commit carries its tag. The reading
   stops at the stream's own earlier batch, or at commits older than the time the batch was
-  planned (its offsets file). ``txn`` actions count as tags, so the writes of older medallion
-  versions and of Delta's streaming sink are recognised too.
+  planned (its offsets file). ``txn`` actions count as tags (older medallion, Delta's sink).
 
 A table whose log cannot be read from here (a catalog table; a remote path over Spark Connect)
 keeps Delta's check: its writes also carry ``txnAppId``/``txnVersion``, and a possible replay
@@ -301,13 +300,14 @@ class BatchWrites:
         self._holding.add(table.key)
         return False
 
-    def delete(self, table: TableRef, condition: Column, app_id: str) -> bool:
-        """``DELETE`` the table's rows that meet ``condition`` unless this batch did before;
-        True when it deleted."""
+    def delete(self, table: TableRef, source: DataFrame, condition: Column, app_id: str) -> bool:
+        """Delete the rows (``t``) matching a ``source`` row (``s``) by ``condition`` unless
+        this batch did: a MERGE, whose log keeps the condition, no value. True when it did."""
         if self.written_before(table, app_id):
             return False
         with self._tagged(table, app_id):
-            delta_table(self.spark, table).delete(condition)
+            merge = delta_table(self.spark, table).alias("t").merge(source.alias("s"), condition)
+            merge.whenMatchedDelete().execute()
         return True
 
     def replace_where(self, table: TableRef, rows: DataFrame, predicate: str, app_id: str) -> bool:

@@ -26,11 +26,31 @@ from medallion.contract_rules import Contract
 from medallion.expectations import FAILED_RULES, Expectations, expectations_of
 from medallion.parallel import side_by_side
 from medallion.quality_log import QUALITY_SCHEMA, quality_table
+from medallion.storage import local_path
 from medallion.streams.exactly_once import BatchWrites
 from medallion.tables import rows_frame, table_version
 
-# How many of the failing lines an ExpectationFailedError quotes, and how much of each.
-SAMPLE_LINES, SAMPLE_CHARACTERS = 2, 160
+# How many of the failing lines an ExpectationFailedError names (by where they landed: their
+# values are never quoted, they may be personal data).
+SAMPLE_LINES = 2
+
+
+def line_location(source: str | None, raw: str | None) -> str:
+    """Where a raw line landed, without its values: ``<file> line <n>`` (the first line of
+    the file equal to it, when the file can be read here), or a Kafka record's address."""
+    if not source:
+        return "a line of unknown origin"
+    path = local_path(source)
+    if path is None or raw is None:
+        return source
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.rstrip("\r\n") == raw or line.rstrip("\n") == raw:
+                    return f"{path} line {number}"
+    except OSError:
+        pass
+    return path
 
 
 class ExpectationFailedError(RuntimeError):
@@ -87,16 +107,16 @@ class QualityGate:
     def _failure(self, validated: DataFrame, rule: str, broken: int, rows: int) -> str:
         lines = (
             validated.where(F.array_contains(F.col(FAILED_RULES), rule))
-            .select(F.substring("_raw", 1, SAMPLE_CHARACTERS).alias("line"))
+            .select("_source_file", "_raw")
             .limit(SAMPLE_LINES)
             .collect()
         )
-        sample = "; ".join(repr(row.line) for row in lines)
+        sample = "; ".join(line_location(row._source_file, row._raw) for row in lines)
         threshold = dict(self.expectations.failing)[rule]
         return (
             f"expectation {self.contract.dataset}.{rule} failed: {broken} of {rows} rows broke "
             f"it (more than {threshold:%} allowed), so {self.stream} stopped before writing; "
-            f"fix the input or the rule's action (docs/governance.md). Sample: {sample}"
+            f"fix the input or the rule's action (docs/governance.md). For example: {sample}"
         )
 
     def record(self, writes: BatchWrites, quality: BatchQuality, app_id: str) -> None:

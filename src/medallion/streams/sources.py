@@ -99,8 +99,10 @@ def input_lines(spark: SparkSession, config: Config, dataset: str) -> DataFrame:
         lines = kafka_lines(spark, config, dataset)
     else:
         lines = landing_lines(spark, config, dataset)
-    if any(p.subjects and dataset in p.subjects.columns for p in pipelines_of(config)):
-        lines = without_erased(spark, config, dataset, lines)  # erased stays erased
+    for pipeline in pipelines_of(config):
+        if pipeline.subjects and dataset in pipeline.subjects.columns:
+            fields = pipeline.subjects.column_names
+            lines = without_erased(spark, config, dataset, fields, lines)  # erased stays erased
     return lines
 
 
