@@ -161,9 +161,11 @@ class Flow:
     stream (``source``) and as static tables (``joins``), the tables it writes, and how it
     starts.
 
-    ``change_feed`` says the source is read through its change data feed. ``fuses`` names the
-    flows downstream of it whose work its batches carry out too, in order
-    (streams/fusion.py): those flows run as streams of their own only while they catch up.
+    ``change_feed`` says the source, a table that records one (``delta.enableChangeDataFeed``),
+    is read through its change data feed: a ``batch`` flow gets its change rows, with
+    ``_change_type``, ``_commit_version`` and ``_commit_timestamp``. ``fuses`` names the flows
+    downstream of it whose work its batches carry out too, in order (streams/fusion.py): those
+    flows run as streams of their own only while they catch up.
     ``min_interval_seconds`` is the shortest trigger interval it takes when streaming: a flow
     whose freshness matters less than the CPU it would take from the others polls less often.
 
@@ -193,6 +195,8 @@ class Flow:
         validate_identifier(self.name, "stream name")
         if self.start is None and (self.batch is None or isinstance(self.source, Landing)):
             raise ValueError(f"flow {self.name!r}: give it a start, or a batch and a Delta source")
+        if self.change_feed and not getattr(self.source, "change_data_feed", False):
+            raise ValueError(f"flow {self.name!r}: {self.source.key} has no change data feed")
 
     def batch_function(
         self, config: Config, checkpoint: str, stream: str | None = None

@@ -165,3 +165,25 @@ def test_a_replay_names_only_flows_that_declare_a_batch_its_also_flows_included(
     )
     with pytest.raises(ValueError, match="silver_things_history declares no batch"):
         Pipeline("things", tables, flows, replays=(also,))
+
+
+def test_a_flow_that_reads_a_change_feed_its_source_does_not_record_is_refused():
+    plain = Table("silver", "users", "user_id STRING, country STRING")
+    feed = {"delta.enableChangeDataFeed": "true"}
+    recorded = Table("silver", "users", "user_id STRING, country STRING", feed)
+    gold = Table("gold", "users_per_country", "country STRING, users BIGINT")
+
+    def batch(*_args: object) -> None:
+        return None
+
+    for start, batch_factory in ((_start, None), (None, batch)):
+        with pytest.raises(ValueError, match="'gold_users'.*silver/users has no change data feed"):
+            Flow("gold_users", "gold", plain, (gold,), start, change_feed=True, batch=batch_factory)
+        declared = Flow(
+            "gold_users", "gold", recorded, (gold,), start, change_feed=True, batch=batch_factory
+        )
+        assert declared.reads == "silver/users (change data feed)"
+    with pytest.raises(ValueError, match="landing/users has no change data feed"):
+        Flow("bronze_users", "bronze", Landing("users"), (plain,), _start, change_feed=True)
+    # Every flow medallion ships that reads a change feed reads one its source records.
+    assert all(f.source.change_data_feed for f in all_flows() if f.change_feed)

@@ -217,15 +217,18 @@ def start_delta_foreach_batch(
     trigger: Trigger,
     make_batch: BatchFactory | None = None,
 ) -> StreamingQuery:
-    """Start ``flow``'s stream: its Delta source read with that stream's options, handed to
-    its ``foreachBatch`` function (made by ``make_batch``, default its declared batch), with
-    its own checkpoint."""
+    """Start ``flow``'s stream: its Delta source read with that stream's options (through its
+    Change Data Feed when the flow declares ``change_feed``: each batch is the source's change
+    rows, with ``_change_type``, ``_commit_version`` and ``_commit_timestamp``), handed to its
+    ``foreachBatch`` function (made by ``make_batch``, default its declared batch), with its
+    own checkpoint."""
     assert isinstance(flow.source, Table)
     checkpoint = config.checkpoint(flow.name)
     source = delta_stream(
         spark,
         config.table(flow.source.key),
         config.source_options(flow.name),
+        change_feed=flow.change_feed,
         checkpoint=checkpoint,
     )
     if make_batch is None:
