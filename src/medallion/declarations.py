@@ -317,6 +317,7 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "pipeline name")
+        self._add_implied()
         declared = {t.key for t in self.tables}
         for flow in self.flows:
             undeclared = set(flow.writes) - declared
@@ -347,6 +348,21 @@ class Pipeline:
                 )
         if self.subjects is not None:
             self._check_subjects(self.subjects)
+
+    def _add_implied(self) -> None:
+        """The contracts and quarantine replays its flows' batches imply (a building block's,
+        medallion/pipelines/blocks.py: ``contract``, ``quarantine_replay(flow_name)``), after the
+        declared ones, which win."""
+        replays, contracts = list(self.replays), list(self.contracts)
+        for flow in self.flows:
+            make_replay = getattr(flow.batch, "quarantine_replay", None)
+            if make_replay is not None and flow.name not in {r.flow for r in replays}:
+                replays.append(make_replay(flow.name))
+            contract = getattr(flow.batch, "contract", None)
+            if contract is not None and contract.dataset not in {c.dataset for c in contracts}:
+                contracts.append(contract)
+        object.__setattr__(self, "replays", tuple(replays))
+        object.__setattr__(self, "contracts", tuple(contracts))
 
     def _check_subjects(self, subjects: Subjects) -> None:
         """Every table of a pipeline with data subjects either holds a subject column or raw

@@ -15,7 +15,6 @@ from lake_checks import assert_iot_matches, iot_silver, rows_of
 from medallion.config import Config
 from medallion.generate import FaultRates, write_file_atomically
 from medallion.pipelines import pipelines
-from medallion.pipelines.iot.batches import ReadingsBatch, minute_batch, status_batch
 from medallion.pipelines.iot.generator import DATASET, reading_lines
 from medallion.source_options import KafkaSourceOptions
 from medallion.streams.flows import flow
@@ -103,7 +102,7 @@ def test_a_replayed_batch_writes_nothing_twice(spark, dirs):
         (folder / "metadata").write_text(json.dumps({"id": f"query-{name}"}))
         checkpoints[name] = str(folder)
     for _attempt in range(2):  # the same batch id twice, by a new process: a replay after a crash
-        ReadingsBatch(config, flow("silver_device_readings"), checkpoints["silver"])(bronze, 0)
+        flow("silver_device_readings").batch_function(config, checkpoints["silver"])(bronze, 0)
     silver = read_table(spark, config.table("silver/device_readings"))
     assert silver.count() == 2
     assert (
@@ -112,8 +111,9 @@ def test_a_replayed_batch_writes_nothing_twice(spark, dirs):
         .startswith("humidity is outside 0..100")
     )
     for _attempt in range(2):
-        status_batch(config, flow("gold_device_status"), checkpoints["status"])(silver, 0)
-        minute_batch(config, flow("gold_device_minute_metrics"), checkpoints["minutes"])(silver, 0)
+        flow("gold_device_status").batch_function(config, checkpoints["status"])(silver, 0)
+        minutes = flow("gold_device_minute_metrics")
+        minutes.batch_function(config, checkpoints["minutes"])(silver, 0)
     (minute,) = rows_of(config, "gold/device_minute_metrics")
     assert (minute.readings, minute.temperature_sum, minute.temperature_min) == (
         2,

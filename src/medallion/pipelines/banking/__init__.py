@@ -24,7 +24,6 @@ from medallion.pipelines.banking.contract import (
     BRONZE_TRANSACTION_FIELDS,
     TRANSACTIONS,
     validate_account_changes,
-    validate_transactions,
 )
 from medallion.pipelines.banking.generator import generate
 from medallion.pipelines.banking.transforms import ACCOUNTS
@@ -94,7 +93,7 @@ BANKING = register(
                 t.BRONZE_TRANSACTIONS,
                 (t.SILVER_TRANSACTIONS, t.TRANSACTIONS_QUARANTINE),
                 joins=(t.SILVER_ACCOUNTS,),
-                batch=batches.TransactionsBatch,
+                batch=batches.transactions_batch,
             ),
             Flow(
                 "gold_fraud_alerts",
@@ -116,20 +115,14 @@ BANKING = register(
         title="Fraud alerts",
         views=VIEWS,
         contracts=(TRANSACTIONS, ACCOUNT_CHANGES),
+        # The profiles' replay; the transactions' comes with their block, after it, so that
+        # the transactions promoted are screened against the profiles promoted first.
         replays=(
-            # The profiles first: the transactions promoted next are screened against them.
             QuarantineReplay(
                 t.ACCOUNTS_QUARANTINE,
                 "silver_accounts",
                 ACCOUNT_CHANGES.dataset,
                 validate_account_changes,
-            ),
-            QuarantineReplay(
-                t.TRANSACTIONS_QUARANTINE,
-                "silver_transactions",
-                TRANSACTIONS.dataset,
-                validate_transactions,
-                key=("transaction_id",),
             ),
         ),
         # An account is the data subject: every banking table carries its account_id, so an

@@ -6,16 +6,15 @@ replayed after a crash writes nothing twice.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.declarations import Flow
-from medallion.faults import pause_point
 from medallion.pipelines.banking import tables as t
 from medallion.pipelines.banking.contract import (
     ACCOUNT_CHANGES,
+    TRANSACTION_COLUMNS,
     TRANSACTIONS,
     validate_account_changes,
     validate_transactions,
@@ -25,17 +24,14 @@ from medallion.pipelines.banking.transforms import (
     ADD_DAILY_ACTIVITY,
     AlertRules,
     daily_activity_increments,
-    first_arrivals,
     fraud_alerts,
-    quarantined_transactions,
     screen,
 )
+from medallion.pipelines.blocks import ValidatedAppend
 from medallion.streams.apply_changes import ApplyChanges
 from medallion.streams.apply_history import KeptHistory
-from medallion.streams.exactly_once import BatchWrites, MergingBatches, ReplayGuard
-from medallion.streams.known_keys import KnownKeys, kept_keys
-from medallion.streams.quality import QualityGate
-from medallion.streams.sinks import Trigger, start_append, transaction_app_id
+from medallion.streams.exactly_once import MergingBatches
+from medallion.streams.sinks import Trigger, start_append
 from medallion.streams.sources import delta_stream
 from medallion.tables import read_table
 
@@ -57,56 +53,24 @@ accounts_batch = ApplyChanges(
 )
 
 
-class TransactionsBatch:
-    """The ``foreachBatch`` function of ``silver_transactions``, or of ``stream`` (a quarantine
-    replay): refused transactions to the quarantine; valid ones to silver once per
-    transaction_id across all history (the first copy to arrive, looked up in the stream's key
-    index), screened against the account profiles as they are when the batch runs."""
+def _screening(config: Config):
+    """Each new transaction screened against the account profiles as they are when its batch
+    runs, by the alert rules the run's settings give."""
+    accounts, rules = config.table(t.SILVER_ACCOUNTS.key), AlertRules.from_config(config)
+    return lambda spark, unseen: screen(unseen, read_table(spark, accounts), rules)
 
-    def __init__(
-        self, config: Config, flow: Flow, checkpoint: str, stream: str | None = None
-    ) -> None:
-        stream = stream or flow.name
-        self.silver = config.table(t.SILVER_TRANSACTIONS.key)
-        self.quarantine = config.table(t.TRANSACTIONS_QUARANTINE.key)
-        self.accounts = config.table(t.SILVER_ACCOUNTS.key)
-        self.app_id = transaction_app_id(stream, checkpoint)
-        self.known = KnownKeys(self.silver, ("transaction_id",), kept_keys(checkpoint, self.silver))
-        self.rules = AlertRules.from_config(config)
-        self.guard = ReplayGuard(checkpoint)
-        self.gate = QualityGate(config, stream, TRANSACTIONS, t.SILVER_TRANSACTIONS.key)
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        spark, gate = batch.sparkSession, self.gate
-        validated = validate_transactions(batch, gate.expectations).persist()
-        firsts = first_arrivals(validated).persist()
-        try:
-            quality, (invalid,) = gate.measure(validated, F.count_if(F.col("reason").isNotNull()))
-            gate.check(validated, quality)  # a rule set to fail stops the batch here
-            with self.guard.batch(spark, batch_id) as writes:
-                app = self.app_id(spark)
-
-                def write() -> None:
-                    if invalid:
-                        writes.append(quarantined_transactions(validated), self.quarantine, app)
-                    pause_point("silver_transactions:quarantined")  # crash tests only
-                    self.append_new(spark, firsts, writes, app)
-
-                gate.record_beside(writes, quality, app, write)
-        finally:
-            firsts.unpersist()
-            validated.unpersist()
-
-    def append_new(
-        self, spark: SparkSession, firsts: DataFrame, writes: BatchWrites, app: str
-    ) -> None:
-        """Screen the transactions of ``firsts`` silver does not hold yet, and append them."""
-        unseen, hashes = self.known.new_rows(spark, firsts)
-        if len(hashes[0]):
-            accounts_now = read_table(spark, self.accounts)
-            screened = screen(unseen, accounts_now, self.rules)
-            writes.append(screened, self.silver, app)
-            self.known.added(spark, hashes, writes.tag(app))
+# Refused transactions to the quarantine; valid ones to silver once per transaction_id across
+# all history (the first copy to arrive), screened.
+transactions_batch = ValidatedAppend(
+    TRANSACTIONS,
+    validate_transactions,
+    t.SILVER_TRANSACTIONS,
+    t.TRANSACTIONS_QUARANTINE,
+    ("transaction_id",),
+    columns=TRANSACTION_COLUMNS,
+    enrich=_screening,
+)
 
 
 # Each day's activity of an account: the batch's transactions (new to silver, which only

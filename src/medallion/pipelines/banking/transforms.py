@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from medallion.config import Config
@@ -23,7 +23,6 @@ from medallion.deployment import setting
 from medallion.errors import ConfigError
 from medallion.json_columns import MONEY_SUM_TYPE
 from medallion.pipelines.banking.contract import TRANSACTION_COLUMNS
-from medallion.transforms.bronze import arrival_order
 from medallion.transforms.change_records import ChangeRecords
 
 ACCOUNTS = ChangeRecords(
@@ -36,7 +35,6 @@ SILVER_COLUMNS = (
     "is_suspicious",
     "alert_reasons",
 )
-QUARANTINE_COLUMNS = ("transaction_id", "reason", "_raw", "_source_file", "_ingested_at")
 ALERT_COLUMNS = (
     "transaction_id",
     "account_id",
@@ -85,19 +83,6 @@ class AlertRules:
             ),
             ("unknown_account", ~F.col("_known")),
         ]
-
-
-def first_arrivals(validated: DataFrame) -> DataFrame:
-    """The valid transactions, one per ``transaction_id``: the first copy to arrive."""
-    valid = validated.where(F.col("reason").isNull())
-    first = Window.partitionBy("transaction_id").orderBy(*arrival_order(valid))
-    ranked = valid.withColumn("_arrival", F.row_number().over(first))
-    return ranked.where("_arrival = 1").select(*TRANSACTION_COLUMNS)
-
-
-def quarantined_transactions(validated: DataFrame) -> DataFrame:
-    """The refused transactions, with their reason and raw line."""
-    return validated.where(F.col("reason").isNotNull()).select(*QUARANTINE_COLUMNS)
 
 
 def screen(transactions: DataFrame, accounts: DataFrame, rules: AlertRules) -> DataFrame:

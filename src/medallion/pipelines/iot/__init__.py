@@ -2,63 +2,78 @@
 
 Readings land as JSON lines in ``<landing>/device_readings/`` (or the ``device_readings``
 topic). Bronze keeps every line; silver keeps the valid ones once per (device, timestamp) and
-quarantines the rest; gold keeps each device's latest reading and per-minute metrics.
+quarantines the rest; gold keeps each device's latest reading and exact per-minute metrics,
+late readings of any age included.
 """
 
 from __future__ import annotations
 
-from functools import partial
-
-from medallion.declarations import Flow, Landing, Pipeline, QuarantineReplay
+from medallion.declarations import Flow, Landing, Pipeline
 from medallion.pipelines import register
-from medallion.pipelines.iot import batches
+from medallion.pipelines.blocks import (
+    IncrementalAggregate,
+    LatestPerKey,
+    Measure,
+    ValidatedAppend,
+    bronze_append,
+)
 from medallion.pipelines.iot import tables as t
-from medallion.pipelines.iot.contract import FIELDS, READINGS, validate_readings
+from medallion.pipelines.iot.contract import READINGS, validate_readings
 from medallion.pipelines.iot.generator import generate
-from medallion.pipelines.iot.transforms import KEY
 from medallion.pipelines.iot.views import VIEWS
-from medallion.streams.sinks import start_bronze_append
+
+KEY = ("device_id", "reading_timestamp")
+METRICS = ("temperature", "humidity")
+
+# Per device and minute: how many readings, each metric's least, greatest and exact sum, and
+# the average those give.
+MINUTES = IncrementalAggregate(
+    ("device_id", ("minute_start", "date_trunc('minute', reading_timestamp)")),
+    (
+        Measure("readings", "count"),
+        *(
+            Measure(f"{m}_{kind}", kind, m, "decimal(28,4)" if kind == "sum" else None)
+            for m in METRICS
+            for kind in ("min", "max", "sum")
+        ),
+    ),
+    tuple((f"{m}_avg", f"CAST({m}_sum AS DOUBLE) / readings") for m in METRICS),
+)
 
 IOT = register(
     Pipeline(
         "iot",
         t.TABLES,
         (
+            # Every line, unchanged.
             Flow(
                 "bronze_device_readings",
                 "bronze",
                 Landing("device_readings"),
                 (t.BRONZE,),
-                partial(start_bronze_append, fields=FIELDS),  # every line, unchanged
+                bronze_append(READINGS),
             ),
             Flow(
                 "silver_device_readings",
                 "silver",
                 t.BRONZE,
                 (t.SILVER, t.QUARANTINE),
-                batch=batches.ReadingsBatch,
+                batch=ValidatedAppend(READINGS, validate_readings, t.SILVER, t.QUARANTINE, KEY),
             ),
-            Flow("gold_device_status", "gold", t.SILVER, (t.STATUS,), batch=batches.status_batch),
+            # A late, older reading never replaces a newer one.
             Flow(
-                "gold_device_minute_metrics",
+                "gold_device_status",
                 "gold",
                 t.SILVER,
-                (t.MINUTE_METRICS,),
-                batch=batches.minute_batch,
+                (t.STATUS,),
+                batch=LatestPerKey(("device_id",), "reading_timestamp"),
+            ),
+            Flow(
+                "gold_device_minute_metrics", "gold", t.SILVER, (t.MINUTE_METRICS,), batch=MINUTES
             ),
         ),
         generate=generate,
         title="Device status",
         views=VIEWS,
-        contracts=(READINGS,),
-        replays=(
-            QuarantineReplay(
-                t.QUARANTINE,
-                "silver_device_readings",
-                READINGS.dataset,
-                validate_readings,
-                key=KEY,
-            ),
-        ),
     )
 )

@@ -9,34 +9,22 @@ reason naming every rule it breaks.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from medallion.column_stages import built_once
 from medallion.contract_rules import Contract
-from medallion.contracts import (
-    Check,
-    FieldRule,
-    Stages,
-    apply_validation,
-    field_text,
-    field_value,
-)
-from medallion.expectations import Expectations
-from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
+from medallion.contracts import Check, FieldRule, field_text, field_value
+from medallion.pipelines.blocks import validator
 
-STATUSES = ("ok", "warning", "error")
 FIELDS = (
     FieldRule("device_id", "string", True),
     FieldRule("reading_timestamp", "timestamp", True),
     FieldRule("temperature", "decimal", True),
     FieldRule("humidity", "decimal", True),
-    FieldRule("status", "string", True, STATUSES),
+    FieldRule("status", "string", True, ("ok", "warning", "error")),
 )
-READING_COLUMNS = ("device_id", "reading_timestamp", "temperature", "humidity", "status")
 
 
-def _humidity_in_range() -> tuple[Column, Column]:
+def _humidity_out_of_range():
     humidity = field_value("humidity")
     return (
         F.coalesce((humidity < 0) | (humidity > 100), F.lit(False)),
@@ -44,28 +32,8 @@ def _humidity_in_range() -> tuple[Column, Column]:
     )
 
 
-READINGS = Contract("device_readings", FIELDS, (Check("humidity_in_range", _humidity_in_range),))
-
-
-def validate_readings(bronze: DataFrame, expectations: Expectations | None = None) -> DataFrame:
-    """Bronze readings plus ``reason`` (NULL when valid), the rules each broke and the typed
-    reading columns; ``expectations`` say which broken rules let a reading pass."""
-    expectations = expectations or Expectations(READINGS.dataset)
-    return apply_validation(
-        bronze, _validation(tuple(kafka_position_columns(bronze)), expectations)
-    )
-
-
-@built_once
-def _validation(kafka_positions: tuple[str, ...], expectations: Expectations) -> Stages:
-    return READINGS.validation_stages(
-        expectations,
-        [
-            field_text("device_id").alias("device_id"),
-            field_value("reading_timestamp").alias("reading_timestamp"),
-            field_value("temperature").alias("temperature"),
-            field_value("humidity").alias("humidity"),
-            field_text("status").alias("status"),
-            *[F.col(name) for name in (*METADATA_COLUMNS, *kafka_positions)],
-        ],
-    )
+READINGS = Contract(
+    "device_readings", FIELDS, (Check("humidity_in_range", _humidity_out_of_range),)
+)
+# Bronze readings plus ``reason`` (NULL when valid), the rules each broke and the typed columns.
+validate_readings = validator(READINGS)

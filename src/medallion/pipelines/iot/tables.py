@@ -1,38 +1,19 @@
-"""The IoT pipeline's tables."""
+"""The IoT pipeline's tables: bronze, silver and the quarantine declared from the contract."""
 
 from __future__ import annotations
 
-from medallion.declarations import APPEND_ONLY, INGEST_METADATA, KAFKA_METADATA, Table
+from medallion.declarations import Table
+from medallion.pipelines.blocks import bronze_table, quarantine_table, silver_table
+from medallion.pipelines.iot.contract import READINGS
 
-_READING = (
-    "device_id STRING NOT NULL, reading_timestamp TIMESTAMP NOT NULL, "
-    "temperature DECIMAL(18,4) NOT NULL, humidity DECIMAL(18,4) NOT NULL, status STRING NOT NULL"
-)
-
-BRONZE = Table(
-    "bronze",
-    "device_readings",
-    "device_id STRING, reading_timestamp STRING, temperature STRING, humidity STRING, "
-    f"status STRING, {INGEST_METADATA}, {KAFKA_METADATA}",
-    APPEND_ONLY,
-)
+BRONZE = bronze_table(READINGS)
 # One row per (device_id, reading_timestamp): the first copy to arrive.
-SILVER = Table(
-    "silver",
-    "device_readings",
-    f"{_READING}, _ingested_at TIMESTAMP, _source_file STRING",
-    APPEND_ONLY,
-    zorder=("device_id", "reading_timestamp"),
-)
-QUARANTINE = Table(
-    "silver",
-    "device_readings_quarantine",
-    "device_id STRING, reason STRING NOT NULL, _raw STRING, _source_file STRING, "
-    "_ingested_at TIMESTAMP",
-    quarantine=True,
-)
+SILVER = silver_table(READINGS, zorder=("device_id", "reading_timestamp"))
+QUARANTINE = quarantine_table(READINGS, "device_id")
 # Each device's newest reading.
-STATUS = Table("gold", "device_status", _READING, zorder=("device_id",))
+STATUS = Table(
+    "gold", "device_status", SILVER.schema.rsplit(", _ingested_at", 1)[0], zorder=("device_id",)
+)
 # Per device and minute: count, least, greatest, exact sum and average of each metric.
 MINUTE_METRICS = Table(
     "gold",
