@@ -86,7 +86,12 @@ def point_in_time(text: str) -> datetime:
 
     >>> point_in_time("2026-11-28"), point_in_time("2026-11-28T10:30:00+01:00")
     (datetime.datetime(2026, 11, 28, 0, 0), datetime.datetime(2026, 11, 28, 9, 30))
+    >>> point_in_time("2026-11-28T09:30:00Z")
+    datetime.datetime(2026, 11, 28, 9, 30)
     """
+    # Python 3.10's fromisoformat takes no "Z" (3.11's does): it is +00:00.
+    if text[-1:] in ("Z", "z"):
+        text = f"{text[:-1]}+00:00"
     try:
         value = datetime.fromisoformat(text)
     except ValueError:

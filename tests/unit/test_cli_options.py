@@ -202,3 +202,16 @@ def test_doctor_checks_what_a_run_needs_and_says_how_to_fix_it(tmp_path, monkeyp
     out = capsys.readouterr().out
     assert re.search(r"FAIL +java +not found \(JAVA_HOME=", out) and "fix: install a JDK 17" in out
     assert re.search("FAIL +lake", out) and "fix: give another --lake" in out
+
+
+def test_doctor_reads_the_databricks_profiles_as_the_cli_does(tmp_path, monkeypatch):
+    from medallion.ops.doctor import databricks_check
+
+    config = tmp_path / "databrickscfg"
+    config.write_text("[DEFAULT]\nhost = https://a\n\n[dev]\nhost = https://b\ntoken = x\n")
+    monkeypatch.delenv("DATABRICKS_HOST", raising=False)
+    monkeypatch.setenv("DATABRICKS_CONFIG_FILE", str(config))
+    check = databricks_check()
+    assert check.ok and check.detail.endswith("profiles DEFAULT, dev")
+    config.write_text("host = https://a\n[dev\n")  # not an INI file
+    assert databricks_check().ok is False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import os
 import re
 import shutil
@@ -108,7 +109,12 @@ def databricks_check() -> Check:
         return Check("databricks", True, f"DATABRICKS_HOST={os.environ['DATABRICKS_HOST']}")
     config = Path(os.environ.get("DATABRICKS_CONFIG_FILE", "~/.databrickscfg")).expanduser()
     if config.is_file():
-        profiles = re.findall(r"^\[([^\]]+)\]", config.read_text(errors="replace"), re.MULTILINE)
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(config, encoding="utf-8")
+        except configparser.Error as error:
+            return Check("databricks", False, f"{config} does not parse: {error}", "fix the file")
+        profiles = [*(["DEFAULT"] if parser.defaults() else []), *parser.sections()]
         return Check("databricks", True, f"{config}: profiles {', '.join(profiles) or 'none'}")
     return Check(
         "databricks",
