@@ -256,8 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # deferred: loads pyspark
         from medallion.streams.stream_errors import error_summary
 
-        if args.verbose or not isinstance(error, PipelineError):
-            log.debug("failure", exc_info=True)
+        # Its traceback in the log file and with -v; the console's one line says the rest.
+        console.detail(log, "medallion %s failed", args.command)
         message = (
             str(error)
             if isinstance(error, PipelineError)

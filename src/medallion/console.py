@@ -18,6 +18,7 @@ import logging
 import sys
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import TextIO
 
 from rich import box
@@ -27,6 +28,8 @@ from rich.text import Text
 
 DETAIL_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _STEP = "medallion_step"
+# A record for the log file and -v only: a failure's traceback (:func:`detail`).
+_DETAIL = "medallion_detail"
 # One rule of dashes under the header, and no other lines: plain ASCII, as a file wants it.
 HEADER_RULE = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
 # Wide enough that no table or line piped to a file is wrapped.
@@ -138,6 +141,10 @@ class _ConsoleHandler(logging.Handler):
 
 
 def _shown_quietly(record: logging.LogRecord) -> bool:
+    """Steps, warnings and errors; never a detail, nor py4j's own records (the traceback of a
+    failed foreachBatch function, logged before the failure reaches the CLI's one line)."""
+    if getattr(record, _DETAIL, False) or record.name.split(".")[0] == "py4j":
+        return False
     return record.levelno >= logging.WARNING or getattr(record, _STEP, False)
 
 
@@ -147,6 +154,30 @@ def configure(verbose: bool) -> None:
     root.handlers[:] = [_ConsoleHandler(verbose)]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def keep_details(path: Path) -> None:
+    """Write every record (INFO and up, tracebacks included) to ``path`` too: the file that
+    keeps the JVM's output, where a quiet console's hidden details are found."""
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _DetailFile)]:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(_DetailFile(path))
+
+
+class _DetailFile(logging.FileHandler):
+    """The log file's handler (:func:`keep_details`): INFO and up, with time and logger."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self.setFormatter(logging.Formatter(DETAIL_FORMAT))
+        self.setLevel(logging.INFO)
+
+
+def detail(logger: logging.Logger, message: str, *args: object) -> None:
+    """Record ``message`` with the exception being handled, for the log file and ``-v`` only."""
+    logger.info(message, *args, exc_info=True, extra={_DETAIL: True})
 
 
 def use_live_console(console: Console | None) -> None:

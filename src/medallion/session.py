@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from medallion import class_archive
+from medallion import class_archive, console
 from medallion.jars import cache_root, cached_jars, store_jars
 from medallion.jvm_options import LOCAL_JVM_OPTIONS, driver_memory, java_options, with_java_options
 from medallion.local_fs import local_file_system_conf
@@ -334,8 +334,24 @@ def _start_local(conf: dict[str, str]) -> SparkSession:
         with _jvm_log.open("ab") as output:
             popen = {"stdout": output, "stderr": subprocess.STDOUT}
             gateway = launch_gateway(spark_conf, popen_kwargs=popen)
+        _details_to(_jvm_log)
     SparkContext(conf=spark_conf, gateway=gateway)
     return SparkSession.builder.getOrCreate()
+
+
+def _details_to(path: Path) -> None:
+    """Keep this process's log records, tracebacks included, in ``path`` (the JVM's log), and
+    PySpark's records of a failed query's context there rather than on stderr: the console
+    says a failure in one line (medallion/cli.py), ``-v`` shows it all."""
+    # deferred: loads pyspark
+    from pyspark.logger import PySparkLogger
+
+    console.keep_details(path)
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        logger = PySparkLogger.getLogger(name)  # its own stderr handler; it does not propagate
+        for handler in logger.handlers[:]:
+            logger.removeHandler(handler)
+        logger.addHandler(logging.FileHandler(path, encoding="utf-8"))
 
 
 @contextlib.contextmanager

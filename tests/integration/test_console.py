@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 from processes import MEDALLION, kill_group, run_medallion, start_medallion, wait_until
@@ -157,4 +158,47 @@ def test_ctrl_c_during_an_available_now_run_exits_130_with_one_line(tmp_path):
     assert "Traceback" not in text, text[-3000:]
     assert (
         text.splitlines()[-1] == "medallion run: interrupted; a rerun resumes from the checkpoints"
+    )
+
+
+def test_a_failed_run_says_so_in_one_line_and_keeps_the_tracebacks_for_the_log_and_v(tmp_path):
+    """A foreachBatch function that raises (an expectation set to fail) makes py4j log the
+    Python traceback and PySpark the JVM's: the console shows neither, only the CLI's line
+    naming the stream, its checkpoint, the cause and the JVM's log, which keeps them; ``-v``
+    shows them (issue 66)."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    (landing / "events").mkdir(parents=True)
+    good = {
+        "event_type": "purchase",
+        "user_id": "u1",
+        "product_id": "p1",
+        "event_timestamp": "2026-11-01T10:00:00Z",
+    }
+    rows = [{"event_id": f"e{n}", **good, "revenue": r} for n, r in enumerate((5, -5, 7))]
+    (landing / "events" / "a.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = (
+        "run", "--landing", str(landing), "--lake", str(lake), "--pipeline", "retail",
+        "--set", "expect.events.revenue_not_negative=fail",
+    )  # fmt: skip
+    env = {"MEDALLION_LOG_DIR": str(tmp_path / "logs")}
+
+    failed = run_medallion(*run, env=env)
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    assert "Traceback" not in failed.stderr and "py4j" not in failed.stderr, failed.stderr
+    # One line for the failure; the others are the steps of the streams that finished.
+    (line,) = [s for s in failed.stderr.splitlines() if not STEP.match(s)]
+    assert line.startswith("medallion run: failed: stream 'bronze_events'"), line
+    assert f"checkpoint {lake / '_checkpoints' / 'bronze_events'}:" in line
+    assert "expectation events.revenue_not_negative failed: 1 of 3 rows" in line
+    log = re.search(r"\(the JVM's log: (\S+)\)$", line)
+    assert log is not None and log.group(1).startswith(str(tmp_path / "logs")), line
+    kept = Path(log.group(1)).read_text(encoding="utf-8")
+    assert "ERROR py4j.clientserver" in kept and "medallion run failed" in kept
+    assert "Traceback" in kept and "ExpectationFailedError" in kept
+
+    verbose = run_medallion(*run, "-v", env=env)
+    assert verbose.returncode == 1, verbose.stderr[-3000:]
+    assert "Traceback" in verbose.stderr and "ExpectationFailedError" in verbose.stderr
+    assert verbose.stderr.splitlines()[-1].startswith(
+        "medallion run: failed: stream 'bronze_events'"
     )
