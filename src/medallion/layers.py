@@ -1,7 +1,7 @@
 """What a job task or a notebook calls: run one layer's flows, or a named set of flows.
 
-A task of the bundle's jobs (each pipeline's ``*.job.yml``) runs one notebook, and every
-notebook is a few calls into this module::
+A task of the bundle's jobs (each pipeline's: medallion/pipeline_jobs.py) runs one notebook,
+and every notebook is a few calls into this module::
 
     params = notebook_params(globals())          # medallion.task_params: widgets or variables
     report = run_task(params, layer="silver")    # the declared flows of layer silver
@@ -274,7 +274,7 @@ def task_arguments(argv: Sequence[str]) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``medallion-task`` entry point of the wheel: one layer of a job, as a Python wheel
-    task runs it (serverless compute, retail's medallion_pipeline_serverless.job.yml).
+    task runs it (serverless compute, retail's medallion_pipeline_serverless).
 
     ``--layer=bronze|silver|gold`` picks the layer; every other ``--name=value`` is a task
     parameter (medallion.task_params.TaskParams), the job's parameters pushed down to it.

@@ -22,8 +22,8 @@ class RunOption:
     else its name in the CLI's arguments. ``flag`` is its ``medallion run`` flag, if it has
     one; ``variable`` the bundle variable that gives a pipeline job's parameter its value, if
     the bundle sets it for every pipeline job (the others, such as ``pipeline`` and
-    ``trigger``, each job file sets in its tasks). ``default`` is the task parameter's, as
-    text.
+    ``trigger``, each job sets in its tasks: medallion/pipeline_jobs.py). ``default`` is the
+    task parameter's, as text.
     """
 
     name: str

@@ -41,7 +41,7 @@ BUILT_WHEEL = ROOT / "dist" / "*.whl"
 
 def _jobs_by_pipeline() -> dict[str, tuple[str, ...]]:
     """Each pipeline's jobs, found by their ``pipeline`` tag: the triggered ones by name, then
-    the continuous one. A new pipeline's job file is all it takes to be checked here."""
+    the continuous one. A new pipeline's folder is all it takes to be checked here."""
     found: dict[str, list[tuple[bool, str]]] = {}
     for key, spec in Bundle(ROOT).jobs_spec.items():
         pipeline = (spec.get("tags") or {}).get("pipeline")
@@ -68,6 +68,14 @@ def test_every_bundle_file_validates_against_the_official_schema(bundle_schema, 
     assert schema_errors(bundle_schema, document) == []
 
 
+@pytest.mark.parametrize("key", sorted(Bundle(ROOT).python_job_keys))
+def test_every_job_defined_in_python_validates_against_the_official_schema(bundle_schema, key):
+    # Each pipeline's jobs come from its declaration (medallion/pipeline_jobs.py), loaded by
+    # the function databricks.yml's `python` section names, as the CLI loads them.
+    document = {"resources": {"jobs": {key: Bundle(ROOT).jobs_spec[key]}}}
+    assert schema_errors(bundle_schema, document) == []
+
+
 def test_the_bundle_includes_every_resource_file(bundle):
     assert set(bundle.files) == {p.resolve() for p in BUNDLE_FILES}
     pipeline_jobs = {k for keys in PIPELINE_JOBS.values() for k in keys}
@@ -80,7 +88,9 @@ def test_the_bundle_includes_every_resource_file(bundle):
 
 
 def test_a_misspelt_setting_fails_validation(bundle, bundle_schema):
-    document = yaml.safe_load(bundle.job_sources["medallion_pipeline"].read_text())
+    document = {
+        "resources": {"jobs": {"medallion_pipeline": bundle.jobs_spec["medallion_pipeline"]}}
+    }
     typo = copy.deepcopy(document)
     task = typo["resources"]["jobs"]["medallion_pipeline"]["tasks"][0]
     task["notebook_taskk"] = task.pop("notebook_task")
@@ -111,7 +121,8 @@ def test_every_notebook_a_task_names_exists_and_every_dependency_resolves(bundle
 
 
 def _from_job_file(bundle, job_key: str, relative: str) -> Path:
-    """A path a job's file gives, relative to that file, as the Databricks CLI reads it."""
+    """A path a job gives, relative to its file (the bundle root for a Python-defined job), as the
+    Databricks CLI reads it."""
     return (bundle.job_sources[job_key].parent / relative).resolve()
 
 
@@ -190,6 +201,8 @@ def test_every_variable_used_is_declared_and_has_a_value_in_every_target(bundle)
     used = set()
     for path in BUNDLE_FILES:
         used |= set(re.findall(r"\$\{var\.([A-Za-z0-9_-]+)", path.read_text()))
+    python_jobs = json.dumps([bundle.jobs_spec[k] for k in bundle.python_job_keys])
+    used |= set(re.findall(r"\$\{var\.([A-Za-z0-9_-]+)", python_jobs))
     assert used - declared == set(), "undeclared variables"
     assert declared - used == set(), "declared but never used"
     for target in bundle.targets:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from medallion.bundle.python_resources import python_jobs
 from medallion.errors import ConfigError
 
 BUNDLE_FILE = "databricks.yml"
@@ -165,6 +166,11 @@ class Bundle:
                 data = _read_yaml(path)
                 self.files[path] = data
                 self._collect_jobs(path, data)
+        # The jobs of databricks.yml's `python` section (each pipeline's), their paths relative
+        # to the bundle root.
+        python = python_jobs(self.config, LOCAL_TARGET)
+        self.python_job_keys = tuple(python)
+        self._collect_jobs(self.main_file, {"resources": {"jobs": python}})
 
     def _collect_jobs(self, path: Path, data: dict) -> None:
         for key, spec in ((data.get("resources") or {}).get("jobs") or {}).items():
@@ -185,7 +191,7 @@ class Bundle:
 
     def declared_variables(self) -> dict[str, dict]:
         """The variables ``databricks.yml`` and the files it includes declare, by name (a
-        pipeline's job file declares the variables of its own settings)."""
+        pipeline's folder may declare the variables of its own settings)."""
         declared: dict[str, dict] = {}
         for path, data in self.files.items():
             for name, spec in (data.get("variables") or {}).items():
