@@ -17,6 +17,7 @@ from medallion.cli_arguments import (
     add_output_argument,
     add_pipeline_argument,
     add_settings_arguments,
+    add_topic_arguments,
 )
 from medallion.cli_parser import CommandParser, flags_anywhere
 from medallion.config import Config
@@ -28,7 +29,6 @@ from medallion.pipelines import all_datasets
 from medallion.run_command import add_delta_source_arguments, cmd_run
 from medallion.run_options import flag_help, run_option
 from medallion.session import jvm_log
-from medallion.task_params import TOPIC_SUFFIX
 
 log = logging.getLogger("medallion")
 
@@ -152,14 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.add_argument(
         "--kafka-bootstrap", metavar="HOST:PORT[,...]", help=flag_help("--kafka-bootstrap")
     )
-    for dataset in all_datasets():  # --events-topic, --transactions-topic, ...
-        kafka.add_argument(
-            f"--{dataset.replace('_', '-')}-topic",
-            dest=f"{dataset}{TOPIC_SUFFIX}",
-            default=dataset,
-            metavar="TOPIC",
-            help=f"topic of the {dataset.replace('_', ' ')}",
-        )
+    add_topic_arguments(kafka)
     kafka.add_argument(
         "--starting-offsets",
         default=run_option("starting_offsets").default,

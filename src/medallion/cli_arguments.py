@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from medallion.config import Config
 from medallion.deployment import checked, pipelines_of
 from medallion.errors import ConfigError
-from medallion.pipelines import pipelines
+from medallion.pipelines import all_datasets, pipelines
+from medallion.task_params import TOPIC_SUFFIX
 
 LAKE_VARIABLE = "MEDALLION_LAKE"
 LANDING_VARIABLE = "MEDALLION_LANDING"
@@ -56,6 +57,19 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
         default="text",
         help="print for people, or the same data as JSON",
     )
+
+
+def add_topic_arguments(group: argparse._ArgumentGroup, which: str = "") -> None:
+    """``--events-topic``, ``--transactions-topic``, ...: the Kafka topic of each declared
+    dataset (default: the dataset's name); ``which`` ends each flag's help."""
+    for dataset in all_datasets():
+        group.add_argument(
+            f"--{dataset.replace('_', '-')}-topic",
+            dest=f"{dataset}{TOPIC_SUFFIX}",
+            default=dataset,
+            metavar="TOPIC",
+            help=f"topic of the {dataset.replace('_', ' ')}{which}",
+        )
 
 
 def print_json(data: object) -> None:

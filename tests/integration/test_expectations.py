@@ -185,7 +185,7 @@ def test_fail_stops_the_stream_before_its_batch_writes_then_a_threshold_lets_it_
     assert "expectation events.revenue_not_negative failed: 1 of 3 rows" in message
     # The failing line is named by where it landed, its values never quoted (personal data).
     assert f"{landing / 'events' / 'hand-made.json'} line 2" in message
-    assert "revenue\": " not in message and "\"u1\"" not in message
+    assert 'revenue": ' not in message and '"u1"' not in message
     for key in ("bronze/events", "silver/events", "silver/events_quarantine"):
         assert len(rows_of(failing, key)) == 0, key
 

@@ -25,6 +25,7 @@ from medallion.cli_arguments import (
     add_landing_argument,
     add_output_argument,
     add_pipeline_argument,
+    add_topic_arguments,
     lake_config,
     print_json,
 )
@@ -117,14 +118,7 @@ def add_ops_parsers(sub: argparse._SubParsersAction) -> None:
         "--kafka-bootstrap", metavar="HOST:PORT[,...]", help=flag_help("--kafka-bootstrap")
     )
     kafka.add_argument("--kafka-secret-scope", help=flag_help("--kafka-secret-scope"))
-    for dataset in all_datasets():  # the topic of a stream not started yet
-        kafka.add_argument(
-            f"--{dataset.replace('_', '-')}-topic",
-            dest=f"{dataset}{TOPIC_SUFFIX}",
-            default=dataset,
-            metavar="TOPIC",
-            help=f"topic of the {dataset.replace('_', ' ')} (of a stream not started yet)",
-        )
+    add_topic_arguments(kafka, " (of a stream not started yet)")
 
     reset = sub.add_parser(
         "reset",
