@@ -42,7 +42,7 @@ MINIMUM_KEY_CHARACTERS = 32
 MAKE_KEY = (
     f"export {KEY_VARIABLE}=\"$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')\""
 )
-_CHECK_MESSAGE = b"medallion erasure key check"
+_CHECK_MESSAGE = "medallion erasure key check"
 
 
 class ErasureKey:
@@ -67,26 +67,25 @@ class ErasureKey:
     @property
     def check(self) -> str:
         """What the lake keeps to tell this key from another: 16 hex digits of an HMAC."""
-        return hmac.new(self._secret, _CHECK_MESSAGE, hashlib.sha256).hexdigest()[:16]
-
-    def digest(self, value: str) -> str:
-        """HMAC-SHA256 of ``value`` (UTF-8) under this key, hex."""
-        return hmac.new(self._secret, value.encode("utf-8"), hashlib.sha256).hexdigest()
+        return keyed_hash(self, _CHECK_MESSAGE)[:16]
 
     def __repr__(self) -> str:
         return f"ErasureKey(check={self.check})"
 
 
 def keyed_hash(key: ErasureKey, value: str) -> str:
-    """The keyed hash of a subject id (or of a key such as an event id) that the lake keeps."""
-    return key.digest(value)
+    """The keyed hash of a subject id (or of a key such as an event id) that the lake keeps:
+    HMAC-SHA256 of its UTF-8 bytes under the key, hex."""
+    return hmac.new(key._secret, value.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def keyed_hash_column(key: ErasureKey) -> Callable[[Column], Column]:
     """:func:`keyed_hash` of a string column, on the executors (NULL stays NULL).
 
     A Python function, not Spark's ``sha2`` over the padded key: the key then never enters a
-    query plan, which a failed stream's error message and Spark's UI print."""
+    query plan, which a failed stream's error message and Spark's UI print. It repeats
+    :func:`keyed_hash`'s one line rather than calling it, so that what Spark ships to the
+    workers holds no medallion object."""
     secret = key._secret
 
     # Standard library only, no type hints: a worker without medallion runs it (a local
@@ -99,22 +98,10 @@ def keyed_hash_column(key: ErasureKey) -> Callable[[Column], Column]:
     return F.udf(hashed, StringType())
 
 
-_current: list[ErasureKey] = []
-
-
-def use_erasure_key(key: ErasureKey | None) -> None:
-    """Make ``key`` this process's erasure key (None: back to the environment's)."""
-    _current.clear()
-    if key is not None:
-        _current.append(key)
-
-
 def erasure_key(required: bool = False) -> ErasureKey | None:
-    """This process's erasure key: the one set by :func:`use_erasure_key`, else
-    ``MEDALLION_ERASURE_KEY``, else on Databricks the secret the bundle names. None when there
-    is none; with ``required``, :class:`ConfigError` naming the command that makes one."""
-    if _current:
-        return _current[0]
+    """This process's erasure key: ``MEDALLION_ERASURE_KEY``, else on Databricks the secret
+    the bundle names. None when there is none; with ``required``, :class:`ConfigError` naming
+    the command that makes one."""
     text = os.environ.get(KEY_VARIABLE, "").strip() or _databricks_secret()
     if text:
         return ErasureKey.parse(text)

@@ -58,24 +58,30 @@ def erasures_table(config: Config) -> TableRef:
     return config.system_table("erasures")
 
 
-def unfinished_erasure(spark: SparkSession, config: Config) -> tuple[int, str] | None:
-    """(id, subject hash) of the lake's last erasure when it never finished."""
+def erasure_ends(spark: SparkSession, config: Config) -> DataFrame | None:
+    """One row per erasure of the lake: ``erasure_id``, the ``subject_hash`` it started
+    with, and when it finished (``finished_at``, NULL while it has not); None without a log."""
     log = erasures_table(config)
     if not table_exists(spark, log):
         return None
-    last = (
+    action = F.col("action")
+    return (
         read_table(spark, log)
         .groupBy("erasure_id")
         .agg(
-            F.max(F.when(F.col("action") == STARTED, F.col("subject_hash"))).alias("subject"),
-            F.count_if(F.col("action") == FINISHED).alias("finished"),
+            F.max(F.when(action == STARTED, F.col("subject_hash"))).alias("subject_hash"),
+            F.max(F.when(action == FINISHED, F.col("recorded_at"))).alias("finished_at"),
         )
-        .orderBy(F.desc("erasure_id"))
-        .first()
     )
-    if last is None or last.finished:
+
+
+def unfinished_erasure(spark: SparkSession, config: Config) -> tuple[int, str] | None:
+    """(id, subject hash) of the lake's last erasure when it never finished."""
+    ends = erasure_ends(spark, config)
+    last = None if ends is None else ends.orderBy(F.desc("erasure_id")).first()
+    if last is None or last.finished_at is not None:
         return None
-    return int(last.erasure_id), str(last.subject)
+    return int(last.erasure_id), str(last.subject_hash)
 
 
 def erased_versions(spark: SparkSession, config: Config, table_key: str) -> list[int]:

@@ -21,6 +21,7 @@ from medallion.locks import stream_locks
 from medallion.parallel import in_parallel
 from medallion.pipelines import declared_table
 from medallion.quality_log import quality_table_spec
+from medallion.session import is_connect_session
 from medallion.sql_names import TableRef, quote_identifier, quote_principal, sql_string
 from medallion.storage import delete_folder, folder_exists, list_names
 
@@ -192,12 +193,9 @@ def write_log_checkpoint(spark: SparkSession, table: TableRef) -> bool:
     """Write a Delta checkpoint of the table's latest version (a path table in this JVM), so
     that log cleanup may drop the commits before it once their retention has passed. False
     where this process cannot (a catalog table, Spark Connect: Databricks writes its own)."""
-    if table.path is None:
+    if table.path is None or is_connect_session(spark):
         return False
-    try:
-        jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
-    except Exception:  # Spark Connect has no SparkContext (its own error type)
-        return False
+    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
     jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table.path).checkpoint()
     return True
 

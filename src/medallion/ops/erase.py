@@ -25,7 +25,7 @@ from medallion.erasure_key import ErasureKey, erasure_key, keyed_hash
 from medallion.erasure_log import erased_subjects, unfinished_erasure
 from medallion.errors import ConfigError
 from medallion.locks import stream_locks
-from medallion.ops.erasure_plan import ErasureResult, erasure_plan
+from medallion.ops.erasure_plan import ErasureResult, erasure_plan, subject_found
 from medallion.ops.erasure_steps import Erasure
 from medallion.ops.maintain import DEFAULT_RETENTION_HOURS, maintain
 from medallion.streams.pausing import pause_request
@@ -107,12 +107,15 @@ def erase_hashed(
     chosen = pipelines_of(config)
     unfinished = unfinished_erasure(spark, config)
     resuming = unfinished is not None and unfinished[1] == subject_hash
-    plan = tuple(erasure_plan(spark, config, subject)) if subject is not None else ()
-    found = resuming or any(t.rows or t.scope for t in plan)
-    if not found and (dry_run or not suppress_if_absent):
-        raise nothing_to_erase(config)
     if dry_run:
+        plan = tuple(erasure_plan(spark, config, subject)) if subject is not None else ()
+        if not resuming and not any(t.touched for t in plan):
+            raise nothing_to_erase(config)
         return ErasureResult(None, None, plan)
+    # Only whether anything is there: the erasure counts what it removes itself.
+    found = resuming or (subject is not None and subject_found(spark, config, subject))
+    if not found and not suppress_if_absent:
+        raise nothing_to_erase(config)
     streams = [ERASURE_LOCK, *(f.name for p in chosen for f in p.flows)]
     # A `run --stream` holding the streams pauses for the erasure (streams/pausing.py): its
     # locks come free once its batches in flight have ended.
@@ -132,7 +135,7 @@ def erase_hashed(
             run_available_now(spark, config, delta_fed, register_names=False, locked=True)
         result = erasure.run(chosen)
     if vacuum:
-        touched = [t.table for t in result.tables if t.rows or t.scope]
+        touched = [t.table for t in result.tables if t.touched]
         done = maintain(spark, config, touched, DEFAULT_RETENTION_HOURS, run_optimize=False)
         result = replace(result, vacuumed_files=sum(m.vacuumed_files for m in done))
     return result

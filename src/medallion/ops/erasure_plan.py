@@ -7,13 +7,16 @@ the streams' locks, the recomputes, the erasure log) builds on it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Config
+from medallion.declarations import Pipeline, Table
 from medallion.deployment import pipelines_of
+from medallion.sql_names import TableRef
 from medallion.subjects import Subjects, subject_rows
 from medallion.tables import read_table, table_exists
 
@@ -27,6 +30,11 @@ class TableErasure:
     table: str
     rows: int
     scope: tuple = ()
+
+    @property
+    def touched(self) -> bool:
+        """Whether the erasure removes or recomputes rows here."""
+        return bool(self.rows or self.scope)
 
     def describe(self) -> str:
         """One line for people."""
@@ -51,7 +59,7 @@ class ErasureResult:
 
     def describe(self, dry_run: bool) -> str:
         """Lines for people: one per table with the subject's rows."""
-        touched = [t for t in self.tables if t.rows or t.scope]
+        touched = [t for t in self.tables if t.touched]
         if self.suppressed_only:
             return (
                 f"erasure {self.erasure_id}: nothing was found to erase; recorded as a "
@@ -68,6 +76,20 @@ class ErasureResult:
         return "\n".join([head, *(f"  {t.describe()}" for t in touched)])
 
 
+def subject_tables(
+    spark: SparkSession, config: Config
+) -> Iterator[tuple[Pipeline, Table, TableRef, Subjects]]:
+    """The existing tables of ``config``'s pipelines that declare subjects, in the pipelines'
+    declared order, each with its pipeline, place and subjects."""
+    for pipeline in pipelines_of(config):
+        if pipeline.subjects is None:
+            continue
+        for table in pipeline.tables:
+            ref = config.table(table.key)
+            if table_exists(spark, ref):
+                yield pipeline, table, ref, pipeline.subjects
+
+
 def erasure_plan(spark: SparkSession, config: Config, subject: str) -> list[TableErasure]:
     """The tables of ``config``'s pipelines that hold ``subject``'s data, and how much of it,
     in the pipelines' declared order; a pipeline without subjects, and tables not yet
@@ -75,25 +97,30 @@ def erasure_plan(spark: SparkSession, config: Config, subject: str) -> list[Tabl
     if not subject:
         raise ValueError("the subject's id is empty")
     plan = []
-    for pipeline in pipelines_of(config):
-        subjects = pipeline.subjects
-        if subjects is None:
+    for pipeline, table, ref, subjects in subject_tables(spark, config):
+        recompute = subjects.recompute_of(table.key)
+        if recompute is not None:
+            scope = scope_values(spark, config, subjects, table.key, subject)
+            rows = read_table(spark, ref).where(F.col(recompute.scope).isin(list(scope)))
+            plan.append(TableErasure(pipeline.name, table.key, rows.count(), scope))
             continue
-        for table in pipeline.tables:
-            ref = config.table(table.key)
-            if not table_exists(spark, ref):
-                continue
-            recompute = subjects.recompute_of(table.key)
-            if recompute is not None:
-                scope = scope_values(spark, config, subjects, table.key, subject)
-                rows = read_table(spark, ref).where(F.col(recompute.scope).isin(list(scope)))
-                plan.append(TableErasure(pipeline.name, table.key, rows.count(), scope))
-                continue
-            frame = read_table(spark, ref)
-            condition = subject_rows(frame.columns, subjects, subject)
-            if condition is not None:
-                plan.append(TableErasure(pipeline.name, table.key, frame.where(condition).count()))
+        frame = read_table(spark, ref)
+        condition = subject_rows(frame.columns, subjects, subject)
+        if condition is not None:
+            plan.append(TableErasure(pipeline.name, table.key, frame.where(condition).count()))
     return plan
+
+
+def subject_found(spark: SparkSession, config: Config, subject: str) -> bool:
+    """Whether a table of ``config``'s pipelines holds a row of ``subject``: what
+    :func:`erasure_plan` would find touched, stopping at the first table that holds one. A
+    recomputed aggregate needs no look: its scope comes from its source's subject rows."""
+    for _, _, ref, subjects in subject_tables(spark, config):
+        frame = read_table(spark, ref)
+        condition = subject_rows(frame.columns, subjects, subject)
+        if condition is not None and not frame.where(condition).isEmpty():
+            return True
+    return False
 
 
 def scope_values(

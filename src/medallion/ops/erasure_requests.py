@@ -11,7 +11,6 @@ the declared subject columns and fields by their keyed hashes, and erases it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from datetime import datetime, timezone
 
 from pyspark.sql import SparkSession
@@ -19,9 +18,8 @@ from pyspark.sql import functions as F
 
 from medallion.config import Config
 from medallion.declarations import RAW_COLUMN
-from medallion.deployment import pipelines_of
 from medallion.erasure_key import ErasureKey, keyed_hash, keyed_hash_column
-from medallion.erasure_log import FINISHED, STARTED, erasures_table
+from medallion.erasure_log import erasure_ends
 from medallion.errors import ConfigError
 from medallion.ops.erase import (
     erase_hashed,
@@ -29,7 +27,7 @@ from medallion.ops.erase import (
     nothing_to_erase,
     validate_subject,
 )
-from medallion.ops.erasure_plan import ErasureResult, erasure_plan
+from medallion.ops.erasure_plan import ErasureResult, subject_found, subject_tables
 from medallion.sql_names import TableRef
 from medallion.subjects import Subjects, subject_values
 from medallion.tables import append_rows, create_delta_table, read_table, table_exists
@@ -52,8 +50,7 @@ def request_erasure(
     table holds, unless ``suppress_if_absent``."""
     validate_subject(subject)
     config, key = erasure_scope(spark, config)
-    plan = erasure_plan(spark, config, subject)
-    if not suppress_if_absent and not any(t.rows or t.scope for t in plan):
+    if not suppress_if_absent and not subject_found(spark, config, subject):
         raise nothing_to_erase(config)
     table = requests_table(config)
     create_delta_table(spark, table, REQUESTS_SCHEMA, {})
@@ -84,17 +81,10 @@ _NEVER = datetime.min
 
 def _finished_at(spark: SparkSession, config: Config) -> dict[str, datetime]:
     """When each subject's latest finished erasure finished, by keyed hash."""
-    log = erasures_table(config)
-    if not table_exists(spark, log):
-        return {}
-    rows = read_table(spark, log).where(F.col("action").isin(STARTED, FINISHED))
-    by_id = rows.groupBy("erasure_id").agg(
-        F.max(F.when(F.col("action") == STARTED, F.col("subject_hash"))).alias("subject_hash"),
-        F.max(F.when(F.col("action") == FINISHED, F.col("recorded_at"))).alias("finished"),
-    )
+    ends = erasure_ends(spark, config)
     latest: dict[str, datetime] = {}
-    for row in by_id.where(F.col("finished").isNotNull()).collect():
-        latest[row.subject_hash] = max(latest.get(row.subject_hash, _NEVER), row.finished)
+    for row in [] if ends is None else ends.where(F.col("finished_at").isNotNull()).collect():
+        latest[row.subject_hash] = max(latest.get(row.subject_hash, _NEVER), row.finished_at)
     return latest
 
 
@@ -105,7 +95,7 @@ def find_subject(
     ``config``'s pipelines hold in their subject columns and fields; None when none does.
     Silver's typed columns are looked at before the raw lines."""
     hashed = keyed_hash_column(key)
-    for table, subjects in _subject_tables(spark, config):
+    for table, subjects in _typed_first(spark, config):
         frame = read_table(spark, table)
         values = subject_values(frame.columns, subjects)
         if not values:
@@ -117,16 +107,11 @@ def find_subject(
     return None
 
 
-def _subject_tables(spark: SparkSession, config: Config) -> Iterable[tuple[TableRef, Subjects]]:
-    """The existing tables of pipelines with subjects, typed tables before raw ones."""
-    tables = []
-    for pipeline in pipelines_of(config):
-        for table in pipeline.tables if pipeline.subjects else ():
-            ref = config.table(table.key)
-            if table_exists(spark, ref):
-                raw = RAW_COLUMN in read_table(spark, ref).columns
-                tables.append((raw, ref, pipeline.subjects))
-    return [(ref, subjects) for raw, ref, subjects in sorted(tables, key=lambda t: t[0])]
+def _typed_first(spark: SparkSession, config: Config) -> list[tuple[TableRef, Subjects]]:
+    """The existing tables of pipelines with subjects, typed tables before raw lines."""
+    tables = [(t, ref, subjects) for _, t, ref, subjects in subject_tables(spark, config)]
+    tables.sort(key=lambda found: RAW_COLUMN in found[0].columns)
+    return [(ref, subjects) for _, ref, subjects in tables]
 
 
 def erase_requested(

@@ -167,7 +167,7 @@ class Erasure:
         # A checkpoint after the erasure's commits: log cleanup keeps every commit after the
         # latest checkpoint older than the retention, so this lets it drop the older ones.
         for result in self.results:
-            if result.rows or result.scope:
+            if result.touched:
                 write_log_checkpoint(self.spark, self.config.table(result.table))
         return ErasureResult(self.hash, self.erasure_id, tuple(self.results), self.promoted)
 

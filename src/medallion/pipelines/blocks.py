@@ -232,14 +232,10 @@ class LatestPerKey:
         return ranked.where("_newest = 1").drop("_newest")
 
     def __call__(self, config: Config, flow: Flow, checkpoint: str, stream: str | None = None):
-        (table,) = flow.outputs
         order = quote_identifier(self.order_by)
         newer = f"WHEN MATCHED AND s.{order} > t.{order} THEN UPDATE SET * "
-        merging = MergingBatches(
-            lambda batch: self.newest(batch).select(*table.columns),
-            self.keys,
-            newer + "WHEN NOT MATCHED THEN INSERT *",
-        )
+        clauses = newer + "WHEN NOT MATCHED THEN INSERT *"
+        merging = _into_declared(flow, self.newest, self.keys, clauses)
         return merging(config, flow, checkpoint, stream)
 
 
@@ -313,8 +309,14 @@ class IncrementalAggregate:
         return f"WHEN MATCHED THEN UPDATE SET {', '.join(updates)} WHEN NOT MATCHED THEN INSERT *"
 
     def __call__(self, config: Config, flow: Flow, checkpoint: str, stream: str | None = None):
-        (table,) = flow.outputs
-        merging = MergingBatches(
-            lambda batch: self.increments(batch).select(*table.columns), self.keys, self.clauses()
-        )
+        merging = _into_declared(flow, self.increments, self.keys, self.clauses())
         return merging(config, flow, checkpoint, stream)
+
+
+def _into_declared(
+    flow: Flow, rows: Callable[[DataFrame], DataFrame], keys: tuple[str, ...], clauses: str
+) -> MergingBatches:
+    """A :class:`MergingBatches` into the one table ``flow`` writes, of ``rows(batch)`` cut to
+    the columns that table declares (``UPDATE SET *`` takes the source's columns)."""
+    (table,) = flow.outputs
+    return MergingBatches(lambda batch: rows(batch).select(*table.columns), keys, clauses)
