@@ -351,7 +351,7 @@ class Pipeline:
 
     def _add_implied(self) -> None:
         """The contracts and quarantine replays its flows' batches imply (a building block's,
-        medallion/pipelines/blocks.py: ``contract``, ``quarantine_replay(flow_name)``), after the
+        medallion/pipelines/blocks/: ``contract``, ``quarantine_replay(flow_name)``), after the
         declared ones, which win."""
         replays, contracts = list(self.replays), list(self.contracts)
         for flow in self.flows:

@@ -1,4 +1,4 @@
-"""The building blocks (medallion/pipelines/blocks.py) on real Delta tables, against plain
+"""The building blocks (medallion/pipelines/blocks/) on real Delta tables, against plain
 Python: an incremental aggregate stays exact over batches with late rows, a latest-per-key
 table keeps the newest row whatever the arrival order, and a replayed batch writes nothing
 twice."""
