@@ -356,8 +356,9 @@ class Pipeline:
         replays, contracts = list(self.replays), list(self.contracts)
         for flow in self.flows:
             make_replay = getattr(flow.batch, "quarantine_replay", None)
-            if make_replay is not None and flow.name not in {r.flow for r in replays}:
-                replays.append(make_replay(flow.name))
+            replay = make_replay(flow.name) if make_replay is not None else None
+            if replay is not None and flow.name not in {r.flow for r in replays}:
+                replays.append(replay)
             contract = getattr(flow.batch, "contract", None)
             if contract is not None and contract.dataset not in {c.dataset for c in contracts}:
                 contracts.append(contract)

@@ -26,6 +26,7 @@ Example (the IoT pipeline, src/medallion/pipelines/iot/)::
 """
 
 from medallion.pipelines.blocks.append import Enrichment, ValidatedAppend
+from medallion.pipelines.blocks.changes import ApplyChanges
 from medallion.pipelines.blocks.merges import IncrementalAggregate, LatestPerKey, Measure
 from medallion.pipelines.blocks.tables import (
     bronze_append,
@@ -36,6 +37,7 @@ from medallion.pipelines.blocks.tables import (
 )
 
 __all__ = [
+    "ApplyChanges",
     "Enrichment",
     "IncrementalAggregate",
     "LatestPerKey",

@@ -62,9 +62,15 @@ class Measure:
         if (self.column is None) != (self.kind == "count"):
             raise ValueError(f"measure {self.name}: a count takes no column, the others one")
 
-    def aggregate(self) -> Column:
-        """The measure over a batch's rows."""
-        value = F.count("*") if self.kind == "count" else getattr(F, self.kind)(self.column)
+    def aggregate(self, sign: Column | None = None) -> Column:
+        """The measure over a batch's rows; with ``sign`` (1 or -1 per row: a change feed's
+        rows added or taken away), a count or sum of the signed rows."""
+        if sign is not None and self.kind in ("count", "sum"):
+            value = F.sum(sign if self.kind == "count" else sign * F.col(self.column))
+        elif self.kind == "count":
+            value = F.count("*")
+        else:
+            value = getattr(F, self.kind)(self.column)
         return (value.cast(self.cast) if self.cast else value).alias(self.name)
 
 
@@ -85,7 +91,11 @@ class IncrementalAggregate:
     their group.
 
     The flow's source must hold each row once (a silver table that only appends): a row read
-    twice would be counted twice."""
+    twice would be counted twice. Or the flow reads its source's change feed (``Flow(...,
+    change_feed=True)``): inserted rows and an update's new image are added, deleted rows and
+    an update's old image taken away, and a group whose counts fall to zero is deleted, so an
+    aggregate of a table that changes (an apply-changes state) stays exact. Least and greatest
+    cannot be taken away: such a flow takes counts and sums only."""
 
     group_by: tuple[str | tuple[str, str], ...]
     measures: tuple[Measure, ...]
@@ -97,25 +107,48 @@ class IncrementalAggregate:
         return tuple(g if isinstance(g, str) else g[0] for g in self.group_by)
 
     def increments(self, rows: DataFrame) -> DataFrame:
-        """The batch's measures per group, with the derived columns they give alone."""
+        """The batch's measures per group, with the derived columns they give alone (of a
+        change feed's rows, when ``rows`` has ``_change_type``)."""
         groups = [
             F.col(g) if isinstance(g, str) else F.expr(g[1]).alias(g[0]) for g in self.group_by
         ]
-        grouped = rows.groupBy(*groups).agg(*(m.aggregate() for m in self.measures))
+        sign = None
+        if "_change_type" in rows.columns:
+            taken = F.col("_change_type").isin("delete", "update_preimage")
+            sign = F.when(taken, F.lit(-1)).otherwise(F.lit(1))
+        grouped = rows.groupBy(*groups).agg(*(m.aggregate(sign) for m in self.measures))
         return grouped.select("*", *(F.expr(sql).alias(name) for name, sql in self.derived))
 
-    def clauses(self) -> str:
-        """The MERGE clauses that add a batch's increments to the groups' rows."""
+    def clauses(self, change_feed: bool = False) -> str:
+        """The MERGE clauses that add a batch's increments to the groups' rows (deleting the
+        groups a change feed's counts empty)."""
         merged = {m.name: _MERGED[m.kind].format(quote_identifier(m.name)) for m in self.measures}
         updates = [f"t.{quote_identifier(n)} = {expression}" for n, expression in merged.items()]
         names = re.compile(r"\b(" + "|".join(map(re.escape, merged)) + r")\b")
         for name, sql in self.derived:
             over_merged = names.sub(lambda m: f"({merged[m.group(1)]})", sql)
             updates.append(f"t.{quote_identifier(name)} = {over_merged}")
-        return f"WHEN MATCHED THEN UPDATE SET {', '.join(updates)} WHEN NOT MATCHED THEN INSERT *"
+        update, insert = f"UPDATE SET {', '.join(updates)}", "INSERT *"
+        if not change_feed:
+            return f"WHEN MATCHED THEN {update} WHEN NOT MATCHED THEN {insert}"
+        counts = [m.name for m in self.measures if m.kind == "count"]
+        emptied = " AND ".join(f"{merged[n]} = 0" for n in counts)
+        held = " OR ".join(f"s.{quote_identifier(n)} <> 0" for n in counts)
+        return (
+            f"WHEN MATCHED AND {emptied} THEN DELETE WHEN MATCHED THEN {update} "
+            f"WHEN NOT MATCHED AND ({held}) THEN {insert}"
+        )
 
     def __call__(self, config: Config, flow: Flow, checkpoint: str, stream: str | None = None):
-        merging = _into_declared(flow, self.increments, self.keys, self.clauses())
+        if flow.change_feed:
+            kinds = {m.kind for m in self.measures}
+            if "count" not in kinds or kinds - {"count", "sum"}:
+                raise ValueError(
+                    f"flow {flow.name!r} reads a change feed: its aggregate takes counts and sums "
+                    "only, a count among them"
+                )
+        clauses = self.clauses(flow.change_feed)
+        merging = _into_declared(flow, self.increments, self.keys, clauses)
         return merging(config, flow, checkpoint, stream)
 
 
