@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from medallion.column_stages import built_once
 from medallion.contract_rules import Contract
-from medallion.contracts import Stages, apply_validation, field_text, field_value
+from medallion.contracts import FieldRule, Stages, apply_validation, field_text, field_value
 from medallion.declarations import (
     APPEND_ONLY,
     INGEST_METADATA,
@@ -18,34 +18,43 @@ from medallion.declarations import (
     Table,
 )
 from medallion.expectations import Expectations
+from medallion.json_columns import as_string, json_field
 from medallion.sql_names import validate_identifier
 from medallion.streams.sinks import start_bronze_append
 from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 
 
-def validator(contract: Contract) -> Callable[[DataFrame, Expectations | None], DataFrame]:
+def validator(
+    contract: Contract, free_text: tuple[str, ...] = ()
+) -> Callable[[DataFrame, Expectations | None], DataFrame]:
     """The validation of ``contract``'s records: ``validate(bronze, expectations=None)`` gives
     bronze's rows with ``reason`` (NULL when valid), the rules each broke, every field typed
-    (a string as its text, the others as their kind's value) and the ingestion metadata."""
+    (a string as its text, the others as their kind's value), the ``free_text`` fields (no
+    rule: whatever JSON value they hold, as text) and the ingestion metadata."""
 
     def validate(bronze: DataFrame, expectations: Expectations | None = None) -> DataFrame:
         expectations = expectations or Expectations(contract.dataset)
         positions = tuple(kafka_position_columns(bronze))
-        return apply_validation(bronze, _typed_stages(contract, positions, expectations))
+        stages = _typed_stages(contract, free_text, positions, expectations)
+        return apply_validation(bronze, stages)
 
     return validate
 
 
 @built_once
 def _typed_stages(
-    contract: Contract, kafka_positions: tuple[str, ...], expectations: Expectations
+    contract: Contract,
+    free_text: tuple[str, ...],
+    kafka_positions: tuple[str, ...],
+    expectations: Expectations,
 ) -> Stages:
     typed = [
         (field_text if f.kind == "string" else field_value)(f.name).alias(f.name)
         for f in contract.fields
     ]
+    texts = [as_string(json_field(F.col("_doc"), name)).alias(name) for name in free_text]
     metadata = [F.col(name) for name in (*METADATA_COLUMNS, *kafka_positions)]
-    return contract.validation_stages(expectations, [*typed, *metadata])
+    return contract.validation_stages(expectations, [*typed, *texts, *metadata])
 
 
 _SQL_TYPES = {
@@ -58,10 +67,16 @@ _SQL_TYPES = {
 }
 
 
-def bronze_table(contract: Contract) -> Table:
-    """Bronze of ``contract``'s dataset: every line as it landed (each field as text, the raw
-    line, its file or Kafka record and ingestion time), append-only."""
-    fields = ", ".join(f"{f.name} STRING" for f in contract.fields)
+def bronze_fields(contract: Contract, free_text: tuple[str, ...] = ()) -> tuple[FieldRule, ...]:
+    """The fields bronze keeps as text columns: the contract's, then the ``free_text`` ones."""
+    return (*contract.fields, *(FieldRule(name, "string", False) for name in free_text))
+
+
+def bronze_table(contract: Contract, free_text: tuple[str, ...] = ()) -> Table:
+    """Bronze of ``contract``'s dataset: every line as it landed (each field, ``free_text``
+    ones included, as text, the raw line, its file or Kafka record and ingestion time),
+    append-only."""
+    fields = ", ".join(f"{f.name} STRING" for f in bronze_fields(contract, free_text))
     schema = f"{fields}, {INGEST_METADATA}, {KAFKA_METADATA}"
     return Table("bronze", contract.dataset, schema, APPEND_ONLY)
 
@@ -86,7 +101,7 @@ def quarantine_table(contract: Contract, key_field: str) -> Table:
     return Table("silver", f"{contract.dataset}_quarantine", schema, quarantine=True)
 
 
-def bronze_append(contract: Contract) -> Callable[..., object]:
+def bronze_append(contract: Contract, free_text: tuple[str, ...] = ()) -> Callable[..., object]:
     """The start of a flow that appends every landed line of ``contract``'s dataset to its
     bronze table, unchanged (``Flow(..., Landing(dataset), (bronze,), bronze_append(c))``)."""
-    return partial(start_bronze_append, fields=contract.fields)
+    return partial(start_bronze_append, fields=bronze_fields(contract, free_text))
