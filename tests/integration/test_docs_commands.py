@@ -27,6 +27,7 @@ ELSEWHERE = {
     "job run": "the bundle's notebooks: tests/bundle/test_local_jobs.py",
     " shell ": "a terminal: tests/integration/test_console.py",
     " dashboard ": "a browser: tests/integration/test_dashboard.py",
+    "shipments": "the tutorial's own pipeline: tests/integration/test_tutorial_pipeline.py",
 }
 
 

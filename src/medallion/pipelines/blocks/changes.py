@@ -32,6 +32,8 @@ from medallion.transforms.auto_cdc import (
 )
 
 _KEPT = (START, END, VERSION_ID, CHANGES)
+# The properties of a table whose changes a flow reads (``Flow(..., change_feed=True)``).
+CHANGE_FEED = {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"}
 _TOMBSTONES = "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
 
 
@@ -129,8 +131,7 @@ class ApplyChanges:
                 f"{CHANGES} ARRAY<STRUCT<{', '.join(changes)}>>",
             )
         )
-        properties = {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"}
-        options = {"properties": properties, "zorder": self.keys, **options}
+        options = {"properties": CHANGE_FEED, "zorder": self.keys, **options}
         return Table(layer, name, schema, history=True, **options)  # type: ignore[arg-type]
 
     def quarantine_replay(self, flow_name: str) -> QuarantineReplay | None:
