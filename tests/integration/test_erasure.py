@@ -253,15 +253,64 @@ def _commits(lake: Path) -> dict[str, int]:
     return {str(p.relative_to(lake)): sum(1 for _ in p.iterdir()) for p in logs if p.is_dir()}
 
 
+def _dropped_lines(spark, config: Config) -> int:
+    """The landed lines the erasure log counts as dropped, in all."""
+    logged = read_table(spark, erasures_table(config)).where("action = 'dropped'").collect()
+    return sum(r.rows for r in logged)
+
+
+def _erased_under_the_old_salt(spark, config: Config, subject: str) -> None:
+    """What an erasure before the key wrote: the salt in the lake, and the salted hash of the
+    id as a JSON string in its started row (erasure 1)."""
+    salt = "legacy-salt"
+    salt_table = config.system_table("erasure_salt")
+    create_delta_table(spark, salt_table, "salt STRING, created_at TIMESTAMP", {})
+    append_rows(
+        spark,
+        salt_table,
+        [{"salt": salt, "created_at": datetime.now(timezone.utc)}],
+        "salt STRING, created_at TIMESTAMP",
+    )
+    log = erasures_table(config)
+    create_delta_table(spark, log, ERASURES_SCHEMA, {})
+    legacy = legacy_salted_hash(json.dumps(subject), salt)
+    rows = [
+        {
+            "erasure_id": 1,
+            "subject_hash": legacy_salted_hash(subject, salt),
+            "pipeline": "",
+            "table_key": "",
+            "action": action,
+            "rows": None,
+            "version": None,
+            "detail": legacy if action == "started" else None,
+            "recorded_at": datetime.now(timezone.utc),
+        }
+        for action in ("started", "finished")
+    ]
+    append_rows(spark, log, rows, ERASURES_SCHEMA)
+
+
 def test_only_a_subjects_id_is_erased_and_a_request_carries_no_id(
     spark, reference_lake, tmp_path, capsys, monkeypatch
 ):
+    """Also a lake erased under the old salted scheme (one copy of the reference lake serves
+    both): it keeps dropping that subject's lines, beside a new keyed erasure."""
     landing, lake = copy_lake(reference_lake, tmp_path / "copy")
     config = Config(landing=str(landing), lake=str(lake), pipelines=("retail",))
     erase = ["erase", "--lake", str(lake), "--pipeline", "retail"]
-    # A third delivery, so that the lake is built by three.
+    # An erasure made before the key, whose subject's line lands again with a third
+    # delivery (so that the lake is built by three): it is dropped before bronze.
+    legacy_subject = "c-erased-long-ago"
+    _erased_under_the_old_salt(spark, config, legacy_subject)
+    legacy_line = json.dumps(
+        {"customer_id": legacy_subject, "operation": "INSERT", "updated_at": "2026-11-02T00:00:00Z"}
+    )
+    (landing / "customers" / "again.json").write_text(legacy_line + "\n")
     generate_input(str(landing), ["retail"], records=200, files=1, seed=31)
     run_available_now(spark, config)
+    assert not [r for r in rows_of(config, "bronze/customers") if legacy_subject in r["_raw"]]
+    assert _dropped_lines(spark, config) == 1
     commits = _commits(lake)
 
     # A country, a product: values that no subject column or field holds are refused, with
@@ -291,9 +340,11 @@ def test_only_a_subjects_id_is_erased_and_a_request_carries_no_id(
     assert not [p for p in requests if p.is_file() and customer.encode() in p.read_bytes()]
     assert [r["request_id"] for r in pending_requests(spark, config)] == [request_id]
     (result,) = erase_requested(spark, config, request_id)
-    assert result.erasure_id == 1 and sum(t.rows for t in result.tables) > 0
+    # Erasure 2: the salted one was 1.
+    assert result.erasure_id == 2 and sum(t.rows for t in result.tables) > 0
     assert pending_requests(spark, config) == []
     oracle = _without(landing, tmp_path / "oracle", customer)
+    (oracle / "customers" / "again.json").unlink()  # the salted erasure's subject's line
     assert_customers_match(spark, config, expected_customers(oracle))
     assert_lake_matches(spark, config, expected_from(oracle))
 
@@ -317,10 +368,17 @@ def test_only_a_subjects_id_is_erased_and_a_request_carries_no_id(
     assert "nothing was found to erase" in capsys.readouterr().out
     line = {"customer_id": newcomer, "operation": "INSERT", "updated_at": "2026-11-02T00:00:00Z"}
     (landing / "customers" / "later.json").write_text(json.dumps(line) + "\n")
+    # Beside it, the keyed erasure's and the salted erasure's lines landed again: both erasures
+    # keep dropping their subjects' lines.
+    again = [*_theirs(landing, "customers", customer), legacy_line]
+    (landing / "customers" / "both.json").write_text("".join(f"{x}\n" for x in again))
+    bronze_before = len(rows_of(config, "bronze/customers"))
+    assert _dropped_lines(spark, config) == 1  # the salted erasure's line, by the third run
     run_available_now(spark, config)
-    assert not [r for r in rows_of(config, "bronze/customers") if newcomer in r["_raw"]]
-    logged = read_table(spark, erasures_table(config)).where("action = 'dropped'").collect()
-    assert sum(r.rows for r in logged) == 1
+    bronze = rows_of(config, "bronze/customers")
+    assert not [r for r in bronze if newcomer in r["_raw"] or legacy_subject in r["_raw"]]
+    assert len(bronze) == bronze_before
+    assert _dropped_lines(spark, config) == 1 + 1 + len(again) > 3
 
 
 def _customer_lines(landing: Path) -> list[dict]:
@@ -342,51 +400,3 @@ def _any_customer(landing: Path) -> str:
     """The customer with the fewest landed change lines (a quick erasure)."""
     counts = Counter(r["customer_id"] for r in _customer_lines(landing))
     return min(counts, key=lambda c: (counts[c], c))
-
-
-def test_a_lake_erased_under_the_old_salt_keeps_dropping_its_subjects_lines(
-    spark, reference_lake, tmp_path
-):
-    landing, lake = copy_lake(reference_lake, tmp_path / "copy")
-    config = Config(landing=str(landing), lake=str(lake), pipelines=("retail",))
-    # What an erasure before the key wrote: the salt in the lake, and the salted hash of the
-    # id as a JSON string in its started row.
-    salt, subject = "legacy-salt", "c-erased-long-ago"
-    salt_table = config.system_table("erasure_salt")
-    create_delta_table(spark, salt_table, "salt STRING, created_at TIMESTAMP", {})
-    append_rows(
-        spark,
-        salt_table,
-        [{"salt": salt, "created_at": datetime.now(timezone.utc)}],
-        "salt STRING, created_at TIMESTAMP",
-    )
-    log = erasures_table(config)
-    create_delta_table(spark, log, ERASURES_SCHEMA, {})
-    legacy = legacy_salted_hash(json.dumps(subject), salt)
-    rows = [
-        {
-            "erasure_id": 1,
-            "subject_hash": legacy_salted_hash(subject, salt),
-            "pipeline": "",
-            "table_key": "",
-            "action": action,
-            "rows": None,
-            "version": None,
-            "detail": legacy if action == "started" else None,
-            "recorded_at": datetime.now(timezone.utc),
-        }
-        for action in ("started", "finished")
-    ]
-    append_rows(spark, log, rows, ERASURES_SCHEMA)
-    line = {"customer_id": subject, "operation": "INSERT", "updated_at": "2026-11-02T00:00:00Z"}
-    (landing / "customers" / "again.json").write_text(json.dumps(line) + "\n")
-    run_available_now(spark, config)
-    assert not [r for r in rows_of(config, "bronze/customers") if subject in r["_raw"]]
-    # A new erasure in the same lake goes under the key; both keep dropping their lines.
-    other = _any_customer(landing)
-    erase_subject(spark, config, other)
-    again = [*_theirs(landing, "customers", other), json.dumps(line)]
-    (landing / "customers" / "both.json").write_text("".join(f"{x}\n" for x in again))
-    before = len(rows_of(config, "bronze/customers"))
-    run_available_now(spark, config)
-    assert len(rows_of(config, "bronze/customers")) == before
