@@ -485,7 +485,7 @@ def test_a_run_on_a_new_lake_reads_the_pipelines_whose_topics_hold_records(
 
 
 def test_status_counts_the_records_not_read_and_fails_closed_without_the_broker(
-    spark, kafka_broker, tmp_path, capsys
+    spark, kafka_broker, tmp_path, capsys, monkeypatch
 ):
     """Records produced after a run are the bronze stream's lag, per topic and in all; a
     stream whose lag cannot be told (no broker given, or none answering) makes ``--max-lag``
@@ -493,6 +493,7 @@ def test_status_counts_the_records_not_read_and_fails_closed_without_the_broker(
     from kafka_broker import free_port
 
     from medallion.cli import main
+    from medallion.streams import kafka_lag
 
     topic = _topic("events")
     kafka_broker.create_topic(topic, partitions=2)
@@ -524,7 +525,9 @@ def test_status_counts_the_records_not_read_and_fails_closed_without_the_broker(
     assert main([*lake, "--max-lag", "1000"]) == 3
     err = capsys.readouterr().err
     assert "unknown: bronze_events: lag unknown: a Kafka stream: give --kafka-bootstrap" in err
-    # A broker that does not answer: unknown, asked once for every stream.
+    # A broker that does not answer: unknown, asked once for every stream (each request given
+    # 2 s here instead of kafka_lag.TIMEOUT_SECONDS, so that the wait is short).
+    monkeypatch.setattr(kafka_lag, "TIMEOUT_SECONDS", 2)
     started = time.monotonic()
     nowhere = [*lake, "--kafka-bootstrap", f"127.0.0.1:{free_port()}", "--max-lag", "1000"]
     assert main(nowhere) == 3

@@ -76,7 +76,7 @@ def test_a_batch_of_a_stream_whose_lease_is_lost_writes_nothing(spark, tmp_path,
 
 def test_a_continuous_run_whose_lock_is_taken_over_stops_at_once(spark, dirs, short_lease):
     landing, lake = dirs
-    generate(str(landing), events=300, customers=20, files=3, seed=17)
+    generate(str(landing), events=60, customers=10, files=2, seed=17)  # a small stream
     config = Config(landing=str(landing), lake=str(lake), trigger_interval_seconds=1)
     locks = lake / "_checkpoints" / "_locks"
     stream = StreamInThread(spark, config).start()
