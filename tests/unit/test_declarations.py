@@ -13,11 +13,12 @@ from medallion.ops.lineage import mermaid
 from medallion.pipelines import all_flows, all_tables, pipelines, register, registered
 from medallion.streams.flows import flow as flow_named
 
-# The pipelines medallion ships: one package each, found by registration (a new folder is a
-# new pipeline; no list to edit).
+# The pipelines medallion ships: one package each that registers one, found by registration
+# (a new folder is a new pipeline; no list to edit). blocks/ is what they are made of.
 PACKAGES = sorted(
     p.parent.name
     for p in (Path(__file__).resolve().parents[2] / "src/medallion/pipelines").glob("*/__init__.py")
+    if "register(" in p.read_text()
 )
 
 

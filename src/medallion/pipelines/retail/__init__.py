@@ -5,12 +5,11 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from medallion.declarations import Pipeline, QuarantineReplay
-from medallion.generate import FaultRates
 from medallion.pipelines import register
 from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, EVENTS
 from medallion.pipelines.retail.customers import KEPT_HISTORY
 from medallion.pipelines.retail.flows import FLOWS
-from medallion.pipelines.retail.generator import generate
+from medallion.pipelines.retail.generator import generate_sized
 from medallion.pipelines.retail.revenue import REVENUE_COUNTRY, revenue_of
 from medallion.pipelines.retail.tables import CUSTOMERS_QUARANTINE, EVENTS_QUARANTINE, TABLES
 from medallion.pipelines.retail.transforms.customers import CUSTOMERS, validate_changes
@@ -43,26 +42,12 @@ SUBJECTS = Subjects(
 )
 
 
-def generate_retail(
-    landing: str,
-    records: int = 1000,
-    files: int = 4,
-    seed: int = 42,
-    faults: FaultRates | None = None,
-    customers: int = 200,
-    events: int | None = None,
-    **_other_sizes: int,
-) -> dict[str, list[str]]:
-    """``events`` events (default ``records``) and ``customers`` customer changes."""
-    return generate(landing, records if events is None else events, customers, files, seed, faults)
-
-
 RETAIL = register(
     Pipeline(
         "retail",
         TABLES,
         FLOWS,
-        generate=generate_retail,
+        generate=generate_sized,
         title="Retail: gold and quality",
         views=VIEWS,
         settings=(KEPT_HISTORY.setting(CUSTOMERS), REVENUE_COUNTRY),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -11,10 +10,11 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.config import Config
 from medallion.declarations import Flow, Landing
 from medallion.errors import PipelineError
+from medallion.pipelines.blocks import bronze_append
 from medallion.pipelines.retail import customers, revenue
 from medallion.pipelines.retail import tables as t
 from medallion.pipelines.retail.catch_up import GoldHourlyBatch, SilverEventsBatch
-from medallion.pipelines.retail.contract import CUSTOMER_FIELDS
+from medallion.pipelines.retail.contract import CUSTOMER_CHANGES
 from medallion.pipelines.retail.events import (
     STAGES,
     EventsBatch,
@@ -23,7 +23,6 @@ from medallion.pipelines.retail.events import (
 from medallion.pipelines.retail.upgrade import backfill_hourly_users
 from medallion.streams.sinks import (
     Trigger,
-    start_bronze_append,
     start_delta_foreach_batch,
     start_foreach_batch,
 )
@@ -96,7 +95,7 @@ CUSTOMER_FLOWS: tuple[Flow, ...] = (
         "bronze",
         Landing("customers"),
         (t.BRONZE_CUSTOMERS,),
-        partial(start_bronze_append, fields=CUSTOMER_FIELDS),  # every line, unchanged
+        bronze_append(CUSTOMER_CHANGES),  # every line, unchanged
     ),
     Flow(
         "silver_customers",

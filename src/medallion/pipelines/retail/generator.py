@@ -266,3 +266,18 @@ def generate(
         for i, chunk in enumerate(split_evenly(customer_lines, max(1, min(files, 4)))):
             write("customers", f"customers-{seed}-{i:05d}.json", chunk)
     return written
+
+
+def generate_sized(
+    landing: str,
+    records: int = 1000,
+    files: int = 4,
+    seed: int = 42,
+    faults: FaultRates | None = None,
+    customers: int = 200,
+    events: int | None = None,
+    **_other_sizes: int,
+) -> dict[str, list[str]]:
+    """:func:`generate` as ``medallion generate`` calls a pipeline's generator: ``events``
+    events (default ``records``) and ``customers`` customer changes."""
+    return generate(landing, records if events is None else events, customers, files, seed, faults)

@@ -6,34 +6,19 @@ Z-orders it by (the columns readers filter and join on; docs/operations.md).
 
 from __future__ import annotations
 
-from medallion.declarations import (
-    APPEND_ONLY,
-    INGEST_METADATA,
-    KAFKA_METADATA,
-    STREAMING_TABLE_PROPERTIES,
-    Table,
-)
+from medallion.declarations import APPEND_ONLY, Table
+from medallion.pipelines.blocks import CHANGE_FEED, bronze_table, quarantine_table
+from medallion.pipelines.retail.contract import CUSTOMER_CHANGES, EVENTS
 from medallion.transforms.history import history_schema
 
-_BRONZE_EVENT_FIELDS = (
-    "event_id STRING, event_type STRING, user_id STRING, product_id STRING, category STRING, "
-    "revenue STRING, event_timestamp STRING"
-)
-_BRONZE_CUSTOMER_FIELDS = (
-    "customer_id STRING, name STRING, email STRING, country STRING, segment STRING, "
-    "operation STRING, sequence_num STRING, updated_at STRING"
-)
 _CUSTOMER_STATE = (
     "customer_id STRING NOT NULL, name STRING, email STRING, country STRING, segment STRING, "
     "sequence_num BIGINT NOT NULL, updated_at TIMESTAMP, operation STRING, "
     "_ingested_at TIMESTAMP, _source_file STRING"
 )
-_QUARANTINE = "reason STRING NOT NULL, _raw STRING, _source_file STRING, _ingested_at TIMESTAMP"
 
 # Append-only, read in commit order by silver's stream and by ingestion time by people.
-BRONZE_EVENTS = Table(
-    "bronze", "events", f"{_BRONZE_EVENT_FIELDS}, {INGEST_METADATA}, {KAFKA_METADATA}", APPEND_ONLY
-)
+BRONZE_EVENTS = bronze_table(EVENTS)
 SILVER_EVENTS = Table(
     "silver",
     "events",
@@ -45,9 +30,7 @@ SILVER_EVENTS = Table(
     zorder=("event_date", "event_id"),
     carries_input_fields=True,  # --carry-column (docs/operations.md)
 )
-EVENTS_QUARANTINE = Table(
-    "silver", "events_quarantine", f"event_id STRING, {_QUARANTINE}", quarantine=True
-)
+EVENTS_QUARANTINE = quarantine_table(EVENTS, "event_id")
 HOURLY_PRODUCT_METRICS = Table(
     "gold",
     "hourly_product_metrics",
@@ -67,17 +50,12 @@ HOURLY_PRODUCT_USERS = Table(
     # Files by date prune a lookup of a batch's keys among the dates it touches.
     zorder=("event_date", "window_start", "product_id"),
 )
-BRONZE_CUSTOMERS = Table(
-    "bronze",
-    "customers",
-    f"{_BRONZE_CUSTOMER_FIELDS}, {INGEST_METADATA}, {KAFKA_METADATA}",
-    APPEND_ONLY,
-)
+BRONZE_CUSTOMERS = bronze_table(CUSTOMER_CHANGES)
 SILVER_CUSTOMERS = Table(
     "silver",
     "customers",
     _CUSTOMER_STATE,
-    {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"},
+    CHANGE_FEED,
     # The MERGE key, and the join key of the revenue enrichment.
     zorder=("customer_id",),
 )
@@ -95,17 +73,12 @@ CUSTOMERS_HISTORY = Table(
     history_schema(
         "customer_id STRING", "name STRING, email STRING, country STRING, segment STRING"
     ),
-    {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"},
+    CHANGE_FEED,
     # The MERGE key; point-in-time joins look customers up by id.
     zorder=("customer_id",),
     history=True,
 )
-CUSTOMERS_QUARANTINE = Table(
-    "silver",
-    "customers_quarantine",
-    f"customer_id STRING, {_QUARANTINE}",
-    quarantine=True,
-)
+CUSTOMERS_QUARANTINE = quarantine_table(CUSTOMER_CHANGES, "customer_id")
 CUSTOMER_CHANGES = Table(
     "gold",
     "customer_changes",
@@ -129,7 +102,7 @@ REVENUE_PURCHASES = Table(
     "revenue_purchases",
     "event_id STRING NOT NULL, user_id STRING NOT NULL, event_timestamp TIMESTAMP NOT NULL, "
     "event_date DATE NOT NULL, revenue DECIMAL(18,4), country STRING NOT NULL",
-    {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"},
+    CHANGE_FEED,
     # A changed customer's purchases are looked up by user_id; the MERGE key is event_id.
     zorder=("user_id", "event_id"),
     ledger=True,

@@ -5,17 +5,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from medallion.column_stages import built_once
-from medallion.contracts import (
-    Stages,
-    apply_validation,
-    field_text,
-    field_value,
-)
-from medallion.expectations import Expectations
 from medallion.json_columns import MONEY_SUM_TYPE
+from medallion.pipelines.blocks import validator
 from medallion.pipelines.retail.contract import CUSTOMER_CHANGES
-from medallion.transforms.bronze import METADATA_COLUMNS, kafka_position_columns
 from medallion.transforms.change_records import ChangeRecords
 from medallion.transforms.history import History, latest_change_at
 
@@ -23,29 +15,9 @@ CUSTOMERS = ChangeRecords("customer_id", ("name", "email", "country", "segment")
 UNKNOWN_COUNTRY = "unknown"
 
 
-def validate_changes(bronze: DataFrame, expectations: Expectations | None = None) -> DataFrame:
-    """Bronze customer rows plus ``reason`` (NULL when valid), the rules each broke and typed
-    change columns; ``expectations`` say which broken rules let a change pass (default: none)."""
-    expectations = expectations or Expectations(CUSTOMER_CHANGES.dataset)
-    return apply_validation(
-        bronze, _validation(tuple(kafka_position_columns(bronze)), expectations)
-    )
-
-
-@built_once
-def _validation(kafka_positions: tuple[str, ...], expectations: Expectations) -> Stages:
-    return CUSTOMER_CHANGES.validation_stages(
-        expectations,
-        [
-            *[
-                field_text(name).alias(name)
-                for name in ("customer_id", "name", "email", "country", "segment", "operation")
-            ],
-            field_value("sequence_num").alias("sequence_num"),
-            field_value("updated_at").alias("updated_at"),
-            *[F.col(name) for name in (*METADATA_COLUMNS, *kafka_positions)],
-        ],
-    )
+# Bronze customer rows plus ``reason`` (NULL when valid), the rules each broke and the typed
+# change columns; ``expectations`` say which broken rules let a change pass (default: none).
+validate_changes = validator(CUSTOMER_CHANGES)
 
 
 def enrich_purchases(purchases: DataFrame, customers: DataFrame) -> DataFrame:
