@@ -1,4 +1,5 @@
-"""Retry a Delta write that lost a race with a concurrent commit (OPTIMIZE, another writer).
+"""Retry a Delta write that lost a race with a concurrent commit (OPTIMIZE, another writer),
+and medallion's one retry loop (:func:`retry`).
 
 Delta's optimistic concurrency fails a transaction when a concurrent commit removed files it
 read (``DELTA_CONCURRENT_DELETE_READ``), for example a MERGE racing ``OPTIMIZE`` on the same
@@ -39,21 +40,39 @@ MAX_BACKOFF_SECONDS = 8.0
 def retry_on_conflict(
     action: Callable[[], T], what: str, attempts: int = MAX_ATTEMPTS, backoff_seconds: float = 0.25
 ) -> T:
-    """Run ``action``; when it fails with a write conflict, run it again (``attempts`` in all).
+    """Run ``action``; when it fails with a write conflict, run it again (``attempts`` in all)."""
+    return retry(action, what, is_write_conflict, attempts, backoff_seconds)
 
-    The wait doubles after each conflict (capped at ``MAX_BACKOFF_SECONDS``) and is jittered,
-    so two writers that keep colliding drift apart instead of colliding again.
+
+def retry(
+    action: Callable[[], T],
+    what: str,
+    retry_if: Callable[[Exception], bool],
+    attempts: int = MAX_ATTEMPTS,
+    backoff_seconds: float = 0.25,
+    max_backoff_seconds: float = MAX_BACKOFF_SECONDS,
+    deadline: float | None = None,
+    level: int = logging.WARNING,
+) -> T:
+    """Run ``action``; when it raises an error ``retry_if`` accepts, run it again, ``attempts``
+    times in all and, with a ``deadline`` (``time.monotonic()``), not after it: medallion's one
+    retry loop (write conflicts, a lock held by another run, tables created by a racing task).
+
+    The wait doubles after each failure (capped at ``max_backoff_seconds``) and is jittered, so
+    two parties that keep colliding drift apart instead of colliding again.
     """
     for attempt in range(1, attempts + 1):
         try:
             return action()
         except Exception as error:
-            if attempt == attempts or not is_write_conflict(error):
+            late = deadline is not None and time.monotonic() >= deadline
+            if attempt == attempts or late or not retry_if(error):
                 raise
-            delay = min(backoff_seconds * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS)
+            delay = min(backoff_seconds * 2 ** (attempt - 1), max_backoff_seconds)
             delay *= 0.5 + random.random()
-            log.warning(
-                "%s lost a race with a concurrent commit (attempt %d of %d); retrying in %.1fs",
+            log.log(
+                level,
+                "%s failed (attempt %d of %d); retrying in %.1fs",
                 what,
                 attempt,
                 attempts,

@@ -15,21 +15,22 @@ run, or ``medallion job run --stream``).
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
-import random
 import signal
 import sys
 import threading
-import time
 from argparse import ArgumentTypeError
 from collections.abc import Sequence
+from dataclasses import fields
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from medallion.argtypes import point_in_time
 from medallion.config import Config
+from medallion.conflicts import retry
 from medallion.console import plain
 from medallion.declarations import landing_datasets
 from medallion.deployment import flows_of
@@ -38,13 +39,14 @@ from medallion.ops.erasure_requests import erase_requested
 from medallion.ops.maintain import maintain as maintain_tables
 from medallion.ops.maintain import render
 from medallion.ops.replay import render_results, replay_quarantines
+from medallion.pipelines import all_datasets
 from medallion.session import get_spark, is_connect_session, packages_for, session_kind
 from medallion.sql_names import quote_identifier
 from medallion.streams.flows import Flow, all_flows, fusion_head
 from medallion.streams.run_report import RunReport, TableSummary
 from medallion.streams.runner import run_available_now, run_streaming
 from medallion.tables import ensure_tables, in_lake
-from medallion.task_params import VOLUMES_PREFIX, TaskParams, true_or_false
+from medallion.task_params import TOPIC_SUFFIX, VOLUMES_PREFIX, TaskParams, true_or_false
 
 log = logging.getLogger(__name__)
 
@@ -117,15 +119,15 @@ def prepare_storage(
             os.makedirs(config.landing_dir(dataset), exist_ok=True)
     if not tables:
         return
-    for attempt in range(1, attempts + 1):
-        try:
-            ensure_tables(spark, config)
-            return
-        except PySparkException:
-            if attempt == attempts:
-                raise
-            log.info("creating the tables raced with another task; trying again")
-            time.sleep(random.uniform(0.5, 2.0))
+    retry(
+        lambda: ensure_tables(spark, config),
+        "creating the tables (racing another task)",
+        lambda error: isinstance(error, PySparkException),
+        attempts,
+        backoff_seconds=0.5,
+        max_backoff_seconds=2.0,
+        level=logging.INFO,
+    )
 
 
 def stop_on_signals() -> threading.Event:
@@ -258,18 +260,26 @@ def erase_task(
 
 
 def task_arguments(argv: Sequence[str]) -> dict[str, str]:
-    """A wheel task's named parameters (``--name=value``, as Databricks passes them) as a dict.
+    """A wheel task's named parameters (``--name=value``, as Databricks passes them) as a dict:
+    ``--layer``, the task parameters (TaskParams) and each declared dataset's ``--<name>_topic``;
+    any other is refused.
 
     >>> task_arguments(["--layer=silver", "--pipeline=retail", "--flows="])
     {'layer': 'silver', 'pipeline': 'retail', 'flows': ''}
     """
-    values = {}
-    for argument in argv:
-        name, equals, value = argument.removeprefix("--").partition("=")
-        if not argument.startswith("--") or not equals or not name:
-            raise ConfigError(f"a task's arguments are --name=value, not {argument!r}")
-        values[name] = value
-    return values
+    parser = argparse.ArgumentParser(
+        prog="medallion-task", add_help=False, allow_abbrev=False, exit_on_error=False
+    )
+    names = ("layer", *(f.name for f in fields(TaskParams)))
+    for name in (*names, *(f"{d}{TOPIC_SUFFIX}" for d in all_datasets())):
+        parser.add_argument(f"--{name}")
+    try:
+        known, unknown = parser.parse_known_args(argv)
+    except argparse.ArgumentError as error:
+        known, unknown = None, [str(error)]
+    if known is None or unknown:
+        raise ConfigError(f"a task's arguments are --name=value of a task parameter: {unknown[0]}")
+    return {name: value for name, value in vars(known).items() if value is not None}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -41,6 +41,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 
+from medallion.conflicts import retry
 from medallion.errors import PipelineError
 from medallion.lock_files import (
     Holder,
@@ -54,6 +55,15 @@ from medallion.lock_files import (
 from medallion.storage import local_path
 
 log = logging.getLogger(__name__)
+
+
+class _Held(Exception):
+    """Another run holds a lock (``holder``): what a try at taking it raises."""
+
+    def __init__(self, holder: Holder) -> None:
+        super().__init__(holder.describe())
+        self.holder = holder
+
 
 # Read when used, so that tests can shorten them.
 HEARTBEAT_SECONDS = 10.0
@@ -136,25 +146,34 @@ class StreamLocks:
 
     def _take(self, stream: str, content: str) -> None:
         path = self.path(stream)
-        deadline = time.monotonic() + self.wait_seconds
-        for attempt in range(10_000):
+
+        def take() -> None:
             taken = time.monotonic()
             holder = create_or_take_over(path, content, LEASE_SECONDS)
-            if holder is None:
-                self._renewed[path] = taken
-                _HOLDING[os.path.normpath(path)] = self
-                remove_old_claims(path, LEASE_SECONDS)
-                return
-            if time.monotonic() < deadline:
-                time.sleep(min(0.05 * 2 ** min(attempt, 5), 1.0))
-                continue
+            if holder is not None:
+                raise _Held(holder)
+            self._renewed[path] = taken
+
+        try:
+            retry(
+                take,
+                f"taking the lock of stream '{stream}'",
+                lambda error: isinstance(error, _Held),
+                attempts=10_000,
+                backoff_seconds=0.05,
+                max_backoff_seconds=1.0,
+                deadline=time.monotonic() + self.wait_seconds,
+                level=logging.DEBUG,
+            )
+        except _Held as held:
             raise LockHeld(
                 f"stream '{stream}' is already being written by another run: "
-                f"{holder.describe()}; lock {path}. Stop that run first, or wait for it "
+                f"{held.holder.describe()}; lock {path}. Stop that run first, or wait for it "
                 f"to end. A lock left by a crash is taken over by itself (at once on the "
                 f"same host, after {LEASE_SECONDS:.0f} s without a heartbeat from another)."
-            )
-        raise LockHeld(f"could not take the lock of stream '{stream}' ({path}): it keeps changing")
+            ) from None
+        _HOLDING[os.path.normpath(path)] = self
+        remove_old_claims(path, LEASE_SECONDS)
 
     def _beat(self) -> None:
         stop, renewed = self._stop, self._renewed  # this holding's, even once released

@@ -8,6 +8,8 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 
+import pytest
+
 from medallion.bundle.resolve import Bundle
 from medallion.cli import build_parser
 from medallion.pipelines import all_datasets
@@ -88,3 +90,19 @@ def test_the_bundle_gives_every_pipeline_job_the_options_it_sets_from_variables(
                 named |= task_spec.get("named_parameters") or {}
         assert "pipeline" in named, key
         assert set(named) <= set(PARAMETERS) | topics | {"layer"}, key
+
+
+def test_a_wheel_tasks_arguments_are_its_parameters_and_nothing_else():
+    from medallion.errors import ConfigError
+    from medallion.layers import task_arguments
+
+    given = ["--layer=gold", "--lake=/l", "--flows=", "--events_topic=shop.clicks"]
+    assert task_arguments(given) == {
+        "layer": "gold",
+        "lake": "/l",
+        "flows": "",
+        "events_topic": "shop.clicks",
+    }
+    for wrong in (["--lakes=/l"], ["lake=/l"], ["--lake"]):
+        with pytest.raises(ConfigError, match="task parameter"):
+            task_arguments(wrong)
