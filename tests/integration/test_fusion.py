@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from lake_checks import assert_customers_match, assert_lake_matches, lake_snapshot, rows_of
+from lake_copy import copy_lake
 from layered import run_layered
 from oracle import expected_customers, expected_from
 from pyspark.sql import functions as F
@@ -97,14 +98,23 @@ def test_a_lost_member_checkpoint_in_a_lake_from_before_fusion_is_refused(spark,
     assert lake_snapshot(spark, config) == before, "a refused start wrote something"
 
 
+@pytest.fixture(scope="module")
+def caught_up_lake(spark, tmp_path_factory) -> Path:
+    """A lake that ran 500 events and 40 customers, built once for the module; each test that
+    resets a layer works on a copy of it (tests/lake_copy.py)."""
+    root = tmp_path_factory.mktemp("caught-up")
+    config = Config(landing=str(root / "landing"), lake=str(root / "lake"))
+    generate(config.landing, events=500, customers=40, files=2, seed=45)
+    run_available_now(spark, config)
+    return root
+
+
 @pytest.mark.parametrize("layer", ["silver", "gold"])
 def test_a_reset_layer_catches_up_from_the_layer_above_and_an_interrupted_reset_is_refused(
-    spark, dirs, layer
+    spark, caught_up_lake, tmp_path, layer
 ):
-    landing, lake = dirs
+    landing, lake = copy_lake(caught_up_lake, tmp_path / "copy")
     config = Config(landing=str(landing), lake=str(lake))
-    generate(str(landing), events=500, customers=40, files=2, seed=45)
-    run_available_now(spark, config)
 
     # A reset cut short after it marked the streams that catch up: every run is refused.
     checkpoints = _checkpoints(lake)
