@@ -10,121 +10,183 @@ of transforms.py. Gold holds the alert queue and each account's daily activity.
 
 from __future__ import annotations
 
-from decimal import Decimal
-from functools import partial
-
-from medallion.declarations import Flow, Landing, Pipeline, QuarantineReplay
-from medallion.pipeline_settings import Setting
+from medallion.config import Config
+from medallion.declarations import APPEND_ONLY, STREAMING_TABLE_PROPERTIES, Flow, Pipeline, Table
+from medallion.json_columns import MONEY_SUM_TYPE
 from medallion.pipelines import register
-from medallion.pipelines.banking import batches
-from medallion.pipelines.banking import tables as t
 from medallion.pipelines.banking.contract import (
     ACCOUNT_CHANGES,
-    ACCOUNT_FIELDS,
-    BRONZE_TRANSACTION_FIELDS,
+    FREE_TEXT_FIELDS,
+    PROFILE_FIELDS,
     TRANSACTIONS,
-    validate_account_changes,
 )
 from medallion.pipelines.banking.generator import generate
-from medallion.pipelines.banking.transforms import ACCOUNTS
+from medallion.pipelines.banking.transforms import THRESHOLDS, AlertRules, screen
 from medallion.pipelines.banking.views import VIEWS
-from medallion.streams.sinks import start_bronze_append
+from medallion.pipelines.blocks.datasets import Dataset, ValidatedDataset
+from medallion.pipelines.blocks.derived import AppendWhere, MeasureWhere
+from medallion.pipelines.blocks.merges import IncrementalAggregate, Measure
+from medallion.streams.apply_changes import ApplyChanges
+from medallion.streams.apply_history import KeptHistory
 from medallion.subjects import Subjects
+from medallion.tables import read_table
+from medallion.transforms.change_records import ChangeRecords
+from medallion.transforms.history import history_schema
 
-SETTINGS = (
-    Setting(
-        "fraud_average_multiple",
-        Decimal(5),
-        "amount_over_average fires when the amount exceeds this many times the account's "
-        "average transaction amount",
+WITH_FEED = {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"}
+# A profile's content, in silver/accounts and its history.
+PROFILE = (
+    "risk_score DOUBLE, opened_at TIMESTAMP, avg_transaction_amount DECIMAL(18,4), country STRING"
+)
+ACCOUNTS = ChangeRecords("account_id", (*PROFILE_FIELDS, "country"))
+# Bronze and the quarantine of each dataset, and the bronze flows.
+ACCOUNTS_IN = Dataset(ACCOUNT_CHANGES, ("account_id",))
+# The current profile of each account (deleted accounts have no row).
+SILVER_ACCOUNTS = Table(
+    "silver",
+    "accounts",
+    f"account_id STRING NOT NULL, {PROFILE}, sequence_num BIGINT NOT NULL, updated_at TIMESTAMP, "
+    "operation STRING, _ingested_at TIMESTAMP, _source_file STRING",
+    WITH_FEED,
+    zorder=("account_id",),
+)
+# Each deleted account's newest DELETE, so that an older change cannot bring it back.
+ACCOUNT_TOMBSTONES = Table(
+    "silver",
+    "account_tombstones",
+    "account_id STRING NOT NULL, sequence_num BIGINT NOT NULL, updated_at TIMESTAMP, "
+    "_ingested_at TIMESTAMP",
+    zorder=("account_id",),
+)
+# Every version of every account profile (SCD type 2, transforms/history.py). The screen of a
+# transaction reads silver/accounts as it is when the transaction is screened: an alert is
+# about what was known then (docs/banking.md).
+ACCOUNTS_HISTORY = Table(
+    "silver",
+    "accounts_history",
+    history_schema("account_id STRING", PROFILE),
+    WITH_FEED,
+    zorder=("account_id",),
+    history=True,
+)
+KEPT_HISTORY = KeptHistory(
+    ACCOUNTS_HISTORY.key, ACCOUNTS_IN.bronze.key, "track_account_history_columns"
+)
+# Account profile changes applied by a sequence-aware MERGE, deletes included, and every
+# version of every profile kept in silver/accounts_history (streams/apply_history.py).
+accounts_batch = ApplyChanges(
+    ACCOUNTS,
+    ACCOUNT_CHANGES,
+    ACCOUNTS_IN.validate,
+    SILVER_ACCOUNTS,
+    ACCOUNT_TOMBSTONES,
+    ACCOUNTS_IN.quarantine,
+    KEPT_HISTORY,
+)
+
+# One row per transaction_id (the first copy to arrive), screened by the alert rules.
+SILVER_TRANSACTIONS = Table(
+    "silver",
+    "transactions",
+    "transaction_id STRING NOT NULL, account_id STRING NOT NULL, amount DECIMAL(18,4) NOT NULL, "
+    "currency STRING NOT NULL, merchant STRING, channel STRING, "
+    "transaction_timestamp TIMESTAMP NOT NULL, event_date DATE NOT NULL, risk_score DOUBLE, "
+    "is_suspicious BOOLEAN NOT NULL, alert_reasons ARRAY<STRING> NOT NULL",
+    APPEND_ONLY,
+    zorder=("account_id", "transaction_timestamp"),
+)
+
+
+def _screening(config: Config):
+    """Each new transaction screened against the account profiles as they are when its batch
+    runs, by the alert rules the run's settings give."""
+    accounts, rules = config.table(SILVER_ACCOUNTS.key), AlertRules.from_config(config)
+    return lambda spark, unseen: screen(unseen, read_table(spark, accounts), rules)
+
+
+# Refused transactions to the quarantine; valid ones (the transaction's own columns, silver's
+# first seven) to silver once per transaction_id across all history, screened.
+TRANSACTIONS_IN = ValidatedDataset(
+    TRANSACTIONS,
+    ("transaction_id",),
+    FREE_TEXT_FIELDS,
+    silver=SILVER_TRANSACTIONS,
+    columns=SILVER_TRANSACTIONS.columns[:7],
+    enrich=_screening,
+    joins=(SILVER_ACCOUNTS,),
+)
+
+# The analysts' alert queue: each suspicious transaction once (silver only appends).
+ALERT_QUEUE = AppendWhere("is_suspicious")
+FRAUD_ALERTS = Table(
+    "gold",
+    "fraud_alerts",
+    "transaction_id STRING NOT NULL, account_id STRING NOT NULL, amount DECIMAL(18,4) NOT NULL, "
+    "transaction_timestamp TIMESTAMP NOT NULL, alert_reasons ARRAY<STRING> NOT NULL",
+    APPEND_ONLY,
+    zorder=("transaction_timestamp",),
+)
+# Each account's activity per UTC day, however old the day: silver only appends, so each
+# transaction is added once.
+ACCOUNT_DAILY_ACTIVITY = Table(
+    "gold",
+    "account_daily_activity",
+    "account_id STRING NOT NULL, event_date DATE NOT NULL, transactions BIGINT NOT NULL, "
+    "amount DECIMAL(28,4) NOT NULL, flagged_transactions BIGINT NOT NULL, "
+    "flagged_amount DECIMAL(28,4) NOT NULL, max_amount DECIMAL(18,4) NOT NULL",
+    zorder=("event_date", "account_id"),
+)
+DAILY_ACTIVITY = IncrementalAggregate(
+    ("account_id", "event_date"),
+    (
+        Measure("transactions", "count"),
+        Measure("amount", "sum", "amount", MONEY_SUM_TYPE),
+        MeasureWhere("flagged_transactions", "count", where="is_suspicious"),
+        MeasureWhere("flagged_amount", "sum", "amount", MONEY_SUM_TYPE, where="is_suspicious"),
+        Measure("max_amount", "max", "amount"),
     ),
-    Setting(
-        "fraud_risk_score_above",
-        Decimal("0.8"),
-        "high_risk_score fires when the account's risk score exceeds this",
-    ),
-    Setting(
-        "fraud_new_account_days",
-        Decimal(30),
-        "new_account_large_amount applies to accounts younger than this many whole days",
-    ),
-    Setting(
-        "fraud_new_account_amount",
-        Decimal(1000),
-        "new_account_large_amount fires on a young account when the amount exceeds this",
-    ),
-    batches.KEPT_HISTORY.setting(ACCOUNTS),
 )
 
 BANKING = register(
     Pipeline(
         "banking",
-        t.TABLES,
         (
-            Flow(
-                "bronze_transactions",
-                "bronze",
-                Landing("transactions"),
-                (t.BRONZE_TRANSACTIONS,),
-                partial(start_bronze_append, fields=BRONZE_TRANSACTION_FIELDS),
+            TRANSACTIONS_IN.bronze,
+            ACCOUNTS_IN.bronze,
+            SILVER_ACCOUNTS,
+            ACCOUNT_TOMBSTONES,
+            ACCOUNTS_HISTORY,
+            ACCOUNTS_IN.quarantine,
+            SILVER_TRANSACTIONS,
+            TRANSACTIONS_IN.quarantine,
+            FRAUD_ALERTS,
+            ACCOUNT_DAILY_ACTIVITY,
+        ),
+        (
+            TRANSACTIONS_IN.bronze_flow,
+            ACCOUNTS_IN.bronze_flow,
+            ACCOUNTS_IN.silver_flow(
+                (SILVER_ACCOUNTS, ACCOUNT_TOMBSTONES, ACCOUNTS_IN.quarantine, ACCOUNTS_HISTORY),
+                accounts_batch,
             ),
-            Flow(
-                "bronze_accounts",
-                "bronze",
-                Landing("accounts"),
-                (t.BRONZE_ACCOUNTS,),
-                partial(start_bronze_append, fields=ACCOUNT_FIELDS),
-            ),
-            Flow(
-                "silver_accounts",
-                "silver",
-                t.BRONZE_ACCOUNTS,
-                (
-                    t.SILVER_ACCOUNTS,
-                    t.ACCOUNT_TOMBSTONES,
-                    t.ACCOUNTS_QUARANTINE,
-                    t.ACCOUNTS_HISTORY,
-                ),
-                batch=batches.accounts_batch,
-            ),
-            Flow(
-                "silver_transactions",
-                "silver",
-                t.BRONZE_TRANSACTIONS,
-                (t.SILVER_TRANSACTIONS, t.TRANSACTIONS_QUARANTINE),
-                joins=(t.SILVER_ACCOUNTS,),
-                batch=batches.transactions_batch,
-            ),
-            Flow(
-                "gold_fraud_alerts",
-                "gold",
-                t.SILVER_TRANSACTIONS,
-                (t.FRAUD_ALERTS,),
-                batches.start_fraud_alerts,
-            ),
+            TRANSACTIONS_IN.append_flow,
+            Flow("gold_fraud_alerts", "gold", SILVER_TRANSACTIONS, (FRAUD_ALERTS,), ALERT_QUEUE),
             Flow(
                 "gold_account_daily_activity",
                 "gold",
-                t.SILVER_TRANSACTIONS,
-                (t.ACCOUNT_DAILY_ACTIVITY,),
-                batch=batches.daily_activity_batch,
+                SILVER_TRANSACTIONS,
+                (ACCOUNT_DAILY_ACTIVITY,),
+                batch=DAILY_ACTIVITY,
             ),
         ),
         generate=generate,
-        settings=SETTINGS,
+        settings=(*THRESHOLDS, KEPT_HISTORY.setting(ACCOUNTS)),
         title="Fraud alerts",
         views=VIEWS,
         contracts=(TRANSACTIONS, ACCOUNT_CHANGES),
         # The profiles' replay; the transactions' comes with their block, after it, so that
         # the transactions promoted are screened against the profiles promoted first.
-        replays=(
-            QuarantineReplay(
-                t.ACCOUNTS_QUARANTINE,
-                "silver_accounts",
-                ACCOUNT_CHANGES.dataset,
-                validate_account_changes,
-            ),
-        ),
+        replays=(ACCOUNTS_IN.replay("silver_accounts"),),
         # An account is the data subject: every banking table carries its account_id, so an
         # erasure deletes rows and recomputes nothing.
         subjects=Subjects(

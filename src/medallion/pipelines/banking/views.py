@@ -4,14 +4,7 @@ share of each account's transactions that were flagged."""
 from __future__ import annotations
 
 from medallion.declarations import View
-
-# The rules' names (transforms.AlertRules.reasons), as the alert queue records them.
-ALERT_REASONS = (
-    "amount_over_average",
-    "high_risk_score",
-    "new_account_large_amount",
-    "unknown_account",
-)
+from medallion.pipelines.banking.transforms import ALERT_REASONS
 
 _PER_REASON = "\nUNION ALL\n".join(
     f"SELECT date_trunc('hour', transaction_timestamp) AS hour, '{reason}' AS reason, "
