@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from lake_checks import assert_customers_match, assert_lake_matches, lake_snapshot, rows_of
+from lake_copy import copy_lake
 from oracle import expected_customers, expected_from
 from processes import wait_until
 from stream_thread import StreamInThread
@@ -247,11 +248,11 @@ def test_a_bounded_backlog_and_an_alter_table_during_the_run_lose_nothing(
 
 
 def test_a_lost_checkpoint_is_refused_for_every_stream_and_reset_rebuilds_without_doubling(
-    spark, config, dirs, capsys
+    spark, reference_lake, tmp_path, capsys
 ):
-    landing, lake = dirs
-    generate(str(landing), events=400, customers=60, files=2, seed=12)
-    run_available_now(spark, config)
+    # A copy of the shared reference lake, whose retail streams ran two deliveries.
+    landing, lake = copy_lake(reference_lake, tmp_path / "copy")
+    config = Config(landing=str(landing), lake=str(lake), pipelines=("retail",))
     before = lake_snapshot(spark, config)
 
     # A stream fused into another has no checkpoint of its own (streams/fusion.py).
@@ -274,7 +275,9 @@ def test_a_lost_checkpoint_is_refused_for_every_stream_and_reset_rebuilds_withou
     # The way out: reset what the lost checkpoint fed, then run; nothing is doubled.
     shutil.rmtree(config.checkpoint("bronze_events"))
     capsys.readouterr()
-    assert main(["run", "--landing", str(landing), "--lake", str(lake)]) == 1
+    assert (
+        main(["run", "--landing", str(landing), "--lake", str(lake), "--pipeline", "retail"]) == 1
+    )
     assert "has no checkpoint at" in capsys.readouterr().err
     reset = ["reset", "--lake", str(lake), "--layer", "bronze", "--table", "bronze/events", "--yes"]
     assert main(reset) == 0
