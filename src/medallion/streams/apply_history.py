@@ -67,16 +67,19 @@ def apply_history(
 @dataclass(frozen=True)
 class KeptHistory:
     """A history table kept beside a state table (SCD type 2, transforms/history.py):
-    ``table_key``, from the change records of ``source_key`` (the bronze table the stream
+    ``table_key``, from the change ``records`` of ``source_key`` (the bronze table the stream
     reads), with the content columns the pipeline setting ``tracked_setting`` names opening new
     versions."""
 
     table_key: str
     source_key: str
     tracked_setting: str
+    records: ChangeRecords | None = None
 
-    def setting(self, records: ChangeRecords) -> ColumnsSetting:
+    def setting(self, records: ChangeRecords | None = None) -> ColumnsSetting:
         """The pipeline setting of the tracked columns, for ``Pipeline(settings=...)``."""
+        records = records or self.records
+        assert records is not None
         return ColumnsSetting(
             self.tracked_setting,
             records.content,
@@ -84,8 +87,10 @@ class KeptHistory:
             "another updates the version in place",
         )
 
-    def of(self, config: Config, records: ChangeRecords) -> HistoryTarget:
+    def of(self, config: Config, records: ChangeRecords | None = None) -> HistoryTarget:
         """This history in ``config``'s lake."""
+        records = records or self.records
+        assert records is not None
         history = History(records, columns_setting(config, self.tracked_setting))
         return HistoryTarget(config.table(self.table_key), history, config.table(self.source_key))
 

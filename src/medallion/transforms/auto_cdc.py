@@ -94,26 +94,33 @@ def scd1_plan(
       recorded one (even one a newer change of the batch overrides), and the batch's newest
       truncation, without a key.
     """
-    keyed, cut = changes.where(~F.col(TRUNCATE)), None
-    recorded = shape.stored(tombstones, True)
+    # A recorded delete is compared by its sequence alone: a tombstone need not keep content.
+    keyed, cut = changes.withColumn("_sequenced", _sequenced()).where(~F.col(TRUNCATE)), None
+    recorded = shape.stored(tombstones, True).withColumn("_sequenced", _sequenced())
     if shape.truncates:
-        truncations = recorded.where(_no_key(shape)).select(ORDER)
-        newest = truncations.unionByName(changes.where(F.col(TRUNCATE)).select(ORDER))
-        cut = newest.agg(F.max(ORDER).alias("_cut"))
-        keyed = _newer_than_cut(keyed, ORDER, cut)
-    deleted = recorded.where(~_no_key(shape)).select(*shape.keys, F.col(ORDER).alias("_deleted"))
+        truncations = recorded.where(_no_key(shape)).select("_sequenced")
+        cuts = truncations.unionByName(
+            changes.where(F.col(TRUNCATE)).select(_sequenced().alias("_sequenced"))
+        )
+        cut = cuts.agg(F.max("_sequenced").alias("_cut"))
+        keyed = _newer_than_cut(keyed, "_sequenced", cut)
+    deleted = recorded.where(~_no_key(shape)).select(
+        *shape.keys, F.col("_sequenced").alias("_deleted")
+    )
     fresh = keyed.join(deleted, list(shape.keys), "left")
-    fresh = fresh.where(F.col("_deleted").isNull() | (F.col(ORDER) > F.col("_deleted")))
-    current = shape.stored(state, False).select(*shape.keys, F.col(ORDER).alias("_current"))
+    fresh = fresh.where(F.col("_deleted").isNull() | (F.col("_sequenced") > F.col("_deleted")))
+    current = shape.stored(state, False).select(
+        *shape.keys, F.col(ORDER).alias("_current"), _sequenced().alias("_current_sequenced")
+    )
     if truncating:
-        current = _newer_than_cut(current, "_current", cut)
+        current = _newer_than_cut(current, "_current_sequenced", cut)
     newest = shape.newest_per_key(fresh).join(current, list(shape.keys), "left")
     newer = F.col("_current").isNull() | (F.col(ORDER) > F.col("_current"))
     action = F.when(newer, F.when(F.col(DELETE), "delete").otherwise("upsert"))
     rows = newest.select(*shape.columns, action.alias(ACTION)).where(F.col(ACTION).isNotNull())
     if truncating:
         stored = shape.stored(state, False).crossJoin(cut)
-        gone = stored.where(F.col(ORDER) <= F.col("_cut")).select(*shape.keys)
+        gone = stored.where(_sequenced() <= F.col("_cut")).select(*shape.keys)
         gone = gone.join(rows.select(*shape.keys), list(shape.keys), "left_anti")
         rows = rows.unionByName(gone.withColumn(ACTION, F.lit("delete")), allowMissingColumns=True)
     deletes = shape.newest_per_key(fresh.where(F.col(DELETE))).select(*shape.columns)
@@ -124,11 +131,15 @@ def scd1_plan(
     return rows, deletes
 
 
+def _sequenced() -> Column:
+    return F.struct(F.col(SEQUENCE), F.col(DELETE))
+
+
 def _newer_than_cut(rows: DataFrame, order: str, cut: DataFrame | None) -> DataFrame:
     if cut is None:
         return rows
     newer = F.col("_cut").isNull() | (F.col(order) > F.col("_cut"))
-    return rows.crossJoin(cut).where(newer).drop("_cut")
+    return rows.crossJoin(cut).where(newer).drop("_cut", "_current_sequenced")
 
 
 def _no_key(shape: ChangeShape) -> Column:

@@ -19,6 +19,12 @@ from pyspark.sql import functions as F
 from medallion.transforms.bronze import arrival_order, kafka_position_columns
 
 _OPERATION_RANK_SQL = "CASE {a}operation WHEN 'DELETE' THEN 3 WHEN 'UPDATE' THEN 2 ELSE 1 END"
+# The same order as the ``sequence_by`` of an apply-changes block (pipelines/blocks/changes.py)
+# over full rows: a tombstone, which keeps no operation, ranks as the DELETE it records.
+FULL_ROW_SEQUENCE = (
+    "named_struct('seq', sequence_num, 'rank', "
+    "CASE operation WHEN 'UPDATE' THEN 2 WHEN 'INSERT' THEN 1 ELSE 3 END, 'at', updated_at)"
+)
 
 
 @dataclass(frozen=True)

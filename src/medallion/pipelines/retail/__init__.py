@@ -11,8 +11,7 @@ from medallion.pipelines.retail.customers import KEPT_HISTORY
 from medallion.pipelines.retail.flows import FLOWS
 from medallion.pipelines.retail.generator import generate_sized
 from medallion.pipelines.retail.revenue import REVENUE_COUNTRY, revenue_of
-from medallion.pipelines.retail.tables import CUSTOMERS_QUARANTINE, EVENTS_QUARANTINE, TABLES
-from medallion.pipelines.retail.transforms.customers import CUSTOMERS, validate_changes
+from medallion.pipelines.retail.tables import EVENTS_QUARANTINE, TABLES
 from medallion.pipelines.retail.transforms.gold import hourly_product_metrics, with_hour_window
 from medallion.pipelines.retail.transforms.silver import validate_events
 from medallion.pipelines.retail.views import VIEWS
@@ -50,7 +49,7 @@ RETAIL = register(
         generate=generate_sized,
         title="Retail: gold and quality",
         views=VIEWS,
-        settings=(KEPT_HISTORY.setting(CUSTOMERS), REVENUE_COUNTRY),
+        settings=(KEPT_HISTORY.setting(), REVENUE_COUNTRY),
         contracts=(EVENTS, CUSTOMER_CHANGES),
         replays=(
             QuarantineReplay(
@@ -61,9 +60,6 @@ RETAIL = register(
                 key=("event_id",),
                 # Fused into bronze_events, gold's hourly metrics never read silver's appends.
                 feeds=("gold_hourly_product_metrics",),
-            ),
-            QuarantineReplay(
-                CUSTOMERS_QUARANTINE, "silver_customers", CUSTOMER_CHANGES.dataset, validate_changes
             ),
         ),
         subjects=SUBJECTS,

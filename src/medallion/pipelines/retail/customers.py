@@ -9,34 +9,36 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.config import Config
 from medallion.declarations import Flow
 from medallion.erasure_log import erased_versions
+from medallion.pipelines.blocks import ApplyChanges
 from medallion.pipelines.retail import tables as t
 from medallion.pipelines.retail.contract import CUSTOMER_CHANGES
-from medallion.pipelines.retail.transforms.customers import (
-    CUSTOMERS,
-    validate_changes,
-)
-from medallion.streams.apply_changes import ApplyChanges
+from medallion.pipelines.retail.transforms.customers import CUSTOMERS, validate_changes
 from medallion.streams.apply_history import KeptHistory
 from medallion.streams.sinks import Trigger, start_append
 from medallion.streams.sources import delta_stream
+from medallion.transforms.change_records import FULL_ROW_SEQUENCE
 
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
 # Every version of every customer, and the setting that names the columns it tracks.
-KEPT_HISTORY = KeptHistory(t.CUSTOMERS_HISTORY.key, t.BRONZE_CUSTOMERS.key, "track_history_columns")
+KEPT_HISTORY = KeptHistory(
+    t.CUSTOMERS_HISTORY.key, t.BRONZE_CUSTOMERS.key, "track_history_columns", CUSTOMERS
+)
 
-# The batch factory of ``silver_customers``: customer changes applied by a
-# sequence-aware MERGE, deletes included (streams/apply_changes.py), and every version of every
-# customer kept in silver/customers_history (streams/apply_history.py).
+# The batch factory of ``silver_customers``: full-row customer changes, by (sequence_num, an
+# equal one's DELETE over UPDATE over INSERT, updated_at), applied with deletes
+# (pipelines/blocks/changes.py), and every version of every customer kept in
+# silver/customers_history (streams/apply_history.py).
 silver_customers_batch = ApplyChanges(
-    CUSTOMERS,
-    CUSTOMER_CHANGES,
-    validate_changes,
-    t.SILVER_CUSTOMERS,
-    t.CUSTOMER_TOMBSTONES,
-    t.CUSTOMERS_QUARANTINE,
-    KEPT_HISTORY,
+    (CUSTOMERS.key,),
+    FULL_ROW_SEQUENCE,
+    apply_as_deletes="operation = 'DELETE'",
+    contract=CUSTOMER_CHANGES,
+    quarantine=t.CUSTOMERS_QUARANTINE,
+    validate=validate_changes,
+    tombstones_table=t.CUSTOMER_TOMBSTONES,
+    history=KEPT_HISTORY,
 )
 
 
