@@ -10,6 +10,8 @@ import json
 from pyspark.sql import functions as F
 
 from medallion.pipelines.retail.contract import CUSTOMER_FIELDS, EVENT_FIELDS
+from medallion.pipelines.retail.customers import silver_customers_batch
+from medallion.pipelines.retail.tables import SILVER_CUSTOMERS
 from medallion.pipelines.retail.transforms.customers import CUSTOMERS, validate_changes
 from medallion.pipelines.retail.transforms.silver import (
     SILVER_EVENT_COLUMNS,
@@ -18,7 +20,6 @@ from medallion.pipelines.retail.transforms.silver import (
     validate_events,
 )
 from medallion.transforms.bronze import to_bronze
-from medallion.transforms.change_records import latest_change_per_key, valid_changes
 
 # What the Kafka source gives bronze (medallion.streams.sources.kafka_lines), one micro-batch.
 KAFKA_LINES = (
@@ -106,9 +107,9 @@ def test_tied_customer_changes_are_decided_by_content_and_only_then_by_offset(sp
             (change("c3", ""), 0, 2),
         ],
     )
-    newest = latest_change_per_key(
-        CUSTOMERS, valid_changes(CUSTOMERS, validate_changes(to_bronze(lines, CUSTOMER_FIELDS)))
-    )
+    shape = silver_customers_batch.shape(SILVER_CUSTOMERS)
+    valid = validate_changes(to_bronze(lines, CUSTOMER_FIELDS)).where("reason IS NULL")
+    newest = shape.newest_per_key(shape.changes(valid)).select(*shape.columns)
     got = {row.customer_id: (row.name, row._source_file) for row in newest.collect()}
     assert got == {
         "c1": ("b", "kafka://t/0/10"),

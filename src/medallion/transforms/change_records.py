@@ -1,6 +1,7 @@
-"""Full-row change records of one entity (customers, accounts): how they are keyed and ordered,
-and each key's newest change. Pure DataFrame transformations; streams/apply_changes.py applies
-them to a table by MERGE.
+"""Full-row change records of one entity (customers, accounts): how they are keyed and ordered.
+The apply-changes block (pipelines/blocks/changes.py) applies them to a table with
+:data:`FULL_ROW_SEQUENCE`; their history (transforms/history.py) orders them by
+:meth:`ChangeRecords.order_sql`.
 
 Changes of one key are ordered by (``sequence_num``, operation rank, ``updated_at``): on an
 equal sequence number a DELETE beats an UPDATE, which beats an INSERT, then the later
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from medallion.transforms.bronze import arrival_order, kafka_position_columns
+from medallion.transforms.bronze import kafka_position_columns
 
 _OPERATION_RANK_SQL = "CASE {a}operation WHEN 'DELETE' THEN 3 WHEN 'UPDATE' THEN 2 ELSE 1 END"
 # The same order as the ``sequence_by`` of an apply-changes block (pipelines/blocks/changes.py)
@@ -45,14 +46,6 @@ class ChangeRecords:
         """The columns of a valid change, and of the state table."""
         return (*self.state_columns, "operation", "_ingested_at", "_source_file")
 
-    @property
-    def quarantine_columns(self) -> tuple[str, ...]:
-        return (self.key, "reason", "_raw", "_source_file", "_ingested_at")
-
-    @property
-    def tombstone_columns(self) -> tuple[str, ...]:
-        return (self.key, "sequence_num", "updated_at", "_ingested_at")
-
     def order_sql(self, alias: str = "") -> str:
         """SQL for the ordering key of a change, for comparisons such as ``s.key > t.key``:
         :func:`sequence_order_sql`, then the content columns, so that two different changes
@@ -72,48 +65,7 @@ def sequence_order_sql(alias: str = "") -> str:
 
 def valid_changes(records: ChangeRecords, validated: DataFrame) -> DataFrame:
     """The valid rows of a validation (``reason`` NULL), as change records, plus the Kafka
-    position columns when there are any (:func:`latest_change_per_key` orders by them and drops
-    them)."""
+    position columns when there are any."""
     return validated.where(F.col("reason").isNull()).select(
         *records.change_columns, *kafka_position_columns(validated)
     )
-
-
-def quarantined_changes(records: ChangeRecords, validated: DataFrame) -> DataFrame:
-    """The invalid rows of a validation, with their reason and raw line."""
-    return validated.where(F.col("reason").isNotNull()).select(*records.quarantine_columns)
-
-
-def latest_change_per_key(records: ChangeRecords, changes: DataFrame) -> DataFrame:
-    """One change per key: the greatest by :meth:`ChangeRecords.order_sql`. Only changes equal
-    in all of it, which carry the same values, are left to arrival order (see
-    ``arrival_order``): the first one's ``_ingested_at`` and ``_source_file`` are kept.
-
-    A MERGE fails when several source rows match one target row, so every batch goes through
-    this first.
-    """
-    newest = Window.partitionBy(records.key).orderBy(
-        F.expr(records.order_sql()).desc(), *arrival_order(changes)
-    )
-    ranked = changes.withColumn("_rank", F.row_number().over(newest)).where("_rank = 1")
-    return ranked.drop("_rank", *kafka_position_columns(changes))
-
-
-def newer_than_tombstones(
-    records: ChangeRecords, changes: DataFrame, tombstones: DataFrame
-) -> DataFrame:
-    """Drop changes that are not newer than their key's recorded DELETE.
-
-    A tombstone keeps no content, so it is compared by :func:`sequence_order_sql` only: a DELETE
-    that ties with it on (``sequence_num``, ``updated_at``) is not newer, whatever its content.
-    """
-    deleted = tombstones.select(
-        records.key,
-        F.expr("named_struct('seq', sequence_num, 'rank', 3, 'at', updated_at)").alias(
-            "_tombstone_key"
-        ),
-    )
-    newer = F.col("_tombstone_key").isNull() | (
-        F.expr(sequence_order_sql()) > F.col("_tombstone_key")
-    )
-    return changes.join(deleted, records.key, "left").where(newer).drop("_tombstone_key")

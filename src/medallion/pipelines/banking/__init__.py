@@ -1,17 +1,16 @@
 """Banking transaction monitoring: transactions screened against account profiles, and the
 suspicious ones queued as fraud alerts.
 
-Transactions land in ``<landing>/transactions/`` and account profile changes in
-``<landing>/accounts/`` (or the ``transactions`` and ``accounts`` topics). Silver applies the
-profile changes by a sequence-aware MERGE, and keeps each transaction once, screened against
-its account's profile as known when its batch runs (a stream-static join) by the alert rules
-of transforms.py. Gold holds the alert queue and each account's daily activity.
+Transactions land in ``<landing>/transactions/``, profile changes in ``<landing>/accounts/``
+(or those topics). Silver applies the changes by a sequence-aware MERGE, and keeps each
+transaction once, screened by the alert rules of transforms.py against its account's profile
+as known when its batch runs. Gold holds the alert queue and each account's daily activity.
 """
 
 from __future__ import annotations
 
 from medallion.config import Config
-from medallion.declarations import APPEND_ONLY, STREAMING_TABLE_PROPERTIES, Flow, Pipeline, Table
+from medallion.declarations import APPEND_ONLY, Flow, Pipeline, Table
 from medallion.json_columns import MONEY_SUM_TYPE
 from medallion.pipelines import register
 from medallion.pipelines.banking.contract import (
@@ -23,17 +22,22 @@ from medallion.pipelines.banking.contract import (
 from medallion.pipelines.banking.generator import generate
 from medallion.pipelines.banking.transforms import THRESHOLDS, AlertRules, screen
 from medallion.pipelines.banking.views import VIEWS
-from medallion.pipelines.blocks.datasets import Dataset, ValidatedDataset
-from medallion.pipelines.blocks.derived import AppendWhere, MeasureWhere
-from medallion.pipelines.blocks.merges import IncrementalAggregate, Measure
-from medallion.streams.apply_changes import ApplyChanges
+from medallion.pipelines.blocks import (
+    CHANGE_FEED,
+    AppendWhere,
+    ApplyChanges,
+    Dataset,
+    IncrementalAggregate,
+    Measure,
+    MeasureWhere,
+    ValidatedDataset,
+)
 from medallion.streams.apply_history import KeptHistory
 from medallion.subjects import Subjects
 from medallion.tables import read_table
-from medallion.transforms.change_records import ChangeRecords
+from medallion.transforms.change_records import FULL_ROW_SEQUENCE, ChangeRecords
 from medallion.transforms.history import history_schema
 
-WITH_FEED = {**STREAMING_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"}
 # A profile's content, in silver/accounts and its history.
 PROFILE = (
     "risk_score DOUBLE, opened_at TIMESTAMP, avg_transaction_amount DECIMAL(18,4), country STRING"
@@ -47,7 +51,7 @@ SILVER_ACCOUNTS = Table(
     "accounts",
     f"account_id STRING NOT NULL, {PROFILE}, sequence_num BIGINT NOT NULL, updated_at TIMESTAMP, "
     "operation STRING, _ingested_at TIMESTAMP, _source_file STRING",
-    WITH_FEED,
+    CHANGE_FEED,
     zorder=("account_id",),
 )
 # Each deleted account's newest DELETE, so that an older change cannot bring it back.
@@ -65,23 +69,24 @@ ACCOUNTS_HISTORY = Table(
     "silver",
     "accounts_history",
     history_schema("account_id STRING", PROFILE),
-    WITH_FEED,
+    CHANGE_FEED,
     zorder=("account_id",),
     history=True,
 )
 KEPT_HISTORY = KeptHistory(
-    ACCOUNTS_HISTORY.key, ACCOUNTS_IN.bronze.key, "track_account_history_columns"
+    ACCOUNTS_HISTORY.key, ACCOUNTS_IN.bronze.key, "track_account_history_columns", ACCOUNTS
 )
-# Account profile changes applied by a sequence-aware MERGE, deletes included, and every
-# version of every profile kept in silver/accounts_history (streams/apply_history.py).
+# Profile changes applied by a sequence-aware MERGE, deletes included, every version kept in
+# silver/accounts_history; its replay comes before the transactions' (screened against it).
 accounts_batch = ApplyChanges(
-    ACCOUNTS,
-    ACCOUNT_CHANGES,
-    ACCOUNTS_IN.validate,
-    SILVER_ACCOUNTS,
-    ACCOUNT_TOMBSTONES,
-    ACCOUNTS_IN.quarantine,
-    KEPT_HISTORY,
+    ("account_id",),
+    FULL_ROW_SEQUENCE,
+    apply_as_deletes="operation = 'DELETE'",
+    contract=ACCOUNT_CHANGES,
+    quarantine=ACCOUNTS_IN.quarantine,
+    validate=ACCOUNTS_IN.validate,
+    tombstones_table=ACCOUNT_TOMBSTONES,
+    history=KEPT_HISTORY,
 )
 
 # One row per transaction_id (the first copy to arrive), screened by the alert rules.
@@ -180,13 +185,10 @@ BANKING = register(
             ),
         ),
         generate=generate,
-        settings=(*THRESHOLDS, KEPT_HISTORY.setting(ACCOUNTS)),
+        settings=(*THRESHOLDS, KEPT_HISTORY.setting()),
         title="Fraud alerts",
         views=VIEWS,
         contracts=(TRANSACTIONS, ACCOUNT_CHANGES),
-        # The profiles' replay; the transactions' comes with their block, after it, so that
-        # the transactions promoted are screened against the profiles promoted first.
-        replays=(ACCOUNTS_IN.replay("silver_accounts"),),
         # An account is the data subject: every banking table carries its account_id, so an
         # erasure deletes rows and recomputes nothing.
         subjects=Subjects(
