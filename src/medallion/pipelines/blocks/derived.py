@@ -11,6 +11,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from medallion.config import Config
 from medallion.declarations import Flow
+from medallion.erasure_log import erased_versions
 from medallion.pipelines.blocks.merges import Measure
 from medallion.streams.sinks import Trigger, start_append
 from medallion.streams.sources import delta_stream
@@ -20,9 +21,11 @@ from medallion.streams.sources import delta_stream
 class AppendWhere:
     """The start of a flow that appends to its one table the rows of its Delta source where
     ``where`` (SQL) holds, cut to the table's columns (``Flow(..., start=AppendWhere(...))``).
-    Delta's sink writes each batch once: a source that only appends gives each row once."""
+    Delta's sink writes each batch once: a source that only appends gives each row once. Of a
+    ``change_feed`` flow, every change row (an audit trail), but none of an erasure's commits:
+    an erasure is no change to keep (medallion/erasure_log.py)."""
 
-    where: str
+    where: str = "TRUE"
 
     def __call__(
         self, spark: SparkSession, config: Config, flow: Flow, trigger: Trigger
@@ -32,6 +35,8 @@ class AppendWhere:
         source = delta_stream(
             spark, config.table(flow.source.key), options, flow.change_feed, checkpoint
         )
+        if flow.change_feed and (erased := erased_versions(spark, config, flow.source.key)):
+            source = source.where(~F.col("_commit_version").isin(erased))
         (table,) = flow.outputs
         rows = source.where(self.where).select(*table.columns)
         return start_append(rows, config.table(table.key), checkpoint, trigger, flow.name)

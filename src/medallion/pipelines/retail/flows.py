@@ -10,7 +10,7 @@ from pyspark.sql.streaming import StreamingQuery
 from medallion.config import Config
 from medallion.declarations import Flow, Landing
 from medallion.errors import PipelineError
-from medallion.pipelines.blocks import bronze_append
+from medallion.pipelines.blocks import AppendWhere, bronze_append
 from medallion.pipelines.retail import customers, revenue
 from medallion.pipelines.retail import tables as t
 from medallion.pipelines.retail.catch_up import GoldHourlyBatch, SilverEventsBatch
@@ -109,7 +109,7 @@ CUSTOMER_FLOWS: tuple[Flow, ...] = (
         "gold",
         t.SILVER_CUSTOMERS,
         (t.CUSTOMER_CHANGES,),
-        customers.start_gold_customer_changes,
+        AppendWhere(),  # every change of silver/customers, from its Change Data Feed
         change_feed=True,
     ),
     Flow(
