@@ -8,6 +8,7 @@ importing nothing of the engine beyond the declarations' public API."""
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import os
 import re
@@ -15,11 +16,16 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+
+from medallion.cli import main
+from medallion.pipelines import registered
 
 pytestmark = pytest.mark.slow  # left out of make test-fast (docs/testing.md)
 
@@ -83,6 +89,7 @@ def _expected(landing: Path) -> tuple[dict, Counter, int]:
 
 
 def _medallion(folder: Path, *args: str) -> str:
+    """A new process, which finds the pipeline through ``$MEDALLION_PIPELINES``."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")]),
@@ -92,6 +99,26 @@ def _medallion(folder: Path, *args: str) -> str:
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     return done.stdout
+
+
+@contextmanager
+def _registered_from(folder: Path) -> Iterator[None]:
+    """The package in ``folder`` imported and registered in this process, for the test only:
+    its runs share the test session's Spark (no JVM started per run)."""
+    sys.path.insert(0, str(folder))
+    try:
+        with registered(importlib.import_module("shipments").SHIPMENTS_PIPELINE):
+            yield
+    finally:
+        sys.path.remove(str(folder))
+        for name in [m for m in sys.modules if m == "shipments" or m.startswith("shipments.")]:
+            del sys.modules[name]
+
+
+def _in_process(capsys, *args: str) -> str:
+    capsys.readouterr()
+    assert main(list(args)) == 0, " ".join(args)
+    return capsys.readouterr().out
 
 
 def _rows(path: Path) -> list[dict]:
@@ -111,21 +138,31 @@ def test_the_page_holds_a_pipeline_in_at_most_120_lines_of_public_api():
                 assert not any(a.name.startswith("medallion") for a in node.names)
 
 
-def test_the_tutorial_pipeline_runs_from_a_folder_of_its_own_and_equals_plain_python(tmp_path):
+def test_the_tutorial_pipeline_runs_from_a_folder_of_its_own_and_equals_plain_python(
+    tmp_path, capsys
+):
     folder = tmp_path / "packages"
     for name, text in _files_of_the_page().items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
+    assert "shipments" in _medallion(folder, "pipelines")  # found through $MEDALLION_PIPELINES
+
     staged, landing, lake = tmp_path / "staged", tmp_path / "landing", tmp_path / "lake"
-    args = ("--records", "700", "--files", "4", "--seed", "5", "--pipeline", "shipments")
-    _medallion(folder, "generate", "--landing", str(staged), *args)
-    files = sorted((staged / "shipment_events").iterdir())
-    (landing / "shipment_events").mkdir(parents=True)
-    # Two deliveries: the second holds events older than some the first applied.
-    for delivery in (files[:2], files[2:]):
-        for path in delivery:
-            shutil.copy2(path, landing / "shipment_events" / path.name)
-        _medallion(folder, "run", "--landing", str(landing), "--lake", str(lake), *args[-2:])
+    with _registered_from(folder):
+        args = ("--records", "700", "--files", "4", "--seed", "5", "--pipeline", "shipments")
+        _in_process(capsys, "generate", "--landing", str(staged), *args)
+        files = sorted((staged / "shipment_events").iterdir())
+        (landing / "shipment_events").mkdir(parents=True)
+        # Two deliveries: the second holds events older than some the first applied.
+        for delivery in (files[:2], files[2:]):
+            for path in delivery:
+                shutil.copy2(path, landing / "shipment_events" / path.name)
+            _in_process(capsys, "run", "--landing", str(landing), "--lake", str(lake), *args[-2:])
+        # The page's status and show commands, on this lake.
+        page = PAGE.read_text()
+        for command in re.findall(r"^medallion (status|show) (.*?)\s*(?:#.*)?$", page, re.M):
+            argv = [command[0], *command[1].replace("/tmp/lake", str(lake)).split()]
+            assert "shipments" in _in_process(capsys, *argv)
 
     current, per_status, refused = _expected(landing)
     first = [_valid(line) for path in files[:2] for line in path.read_text().splitlines()]
@@ -148,11 +185,3 @@ def test_the_tutorial_pipeline_runs_from_a_folder_of_its_own_and_equals_plain_py
     assert {r["status"]: r["shipments"] for r in gold} == dict(per_status)
     quarantine = _rows(lake / "silver" / "shipment_events_quarantine")
     assert len(quarantine) == refused and all(r["reason"] for r in quarantine)
-
-    # The page's status and show commands, on this lake.
-    for command in re.findall(
-        r"^medallion (status|show) (.*?)\s*(?:#.*)?$", PAGE.read_text(), re.M
-    ):
-        argv = [command[0], *command[1].replace("/tmp/lake", str(lake)).split()]
-        shown = _medallion(folder, *argv)
-        assert "shipments" in shown
