@@ -1,4 +1,4 @@
-"""IoT device readings: the smallest pipeline, and the tutorial (docs/writing-a-pipeline.md).
+"""IoT device readings: the smallest of the pipelines medallion ships.
 
 Readings land as JSON lines in ``<landing>/device_readings/`` (or the ``device_readings``
 topic). A reading is valid when ``device_id`` is a non-empty string, ``reading_timestamp`` is
@@ -12,12 +12,17 @@ readings of any age included.
 
 from __future__ import annotations
 
-from medallion.contract_rules import Contract
-from medallion.contracts import FieldRule
 from medallion.declarations import Flow, Pipeline, Table
 from medallion.pipelines import register
-from medallion.pipelines.blocks import IncrementalAggregate, LatestPerKey, Measure
-from medallion.pipelines.blocks.datasets import ValidatedDataset, range_check
+from medallion.pipelines.blocks import (
+    Contract,
+    FieldRule,
+    IncrementalAggregate,
+    LatestPerKey,
+    Measure,
+    ValidatedDataset,
+    range_check,
+)
 from medallion.pipelines.iot.generator import generate
 from medallion.pipelines.iot.views import VIEWS
 
