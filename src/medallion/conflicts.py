@@ -41,7 +41,8 @@ def retry_on_conflict(
     action: Callable[[], T], what: str, attempts: int = MAX_ATTEMPTS, backoff_seconds: float = 0.25
 ) -> T:
     """Run ``action``; when it fails with a write conflict, run it again (``attempts`` in all)."""
-    return retry(action, what, is_write_conflict, attempts, backoff_seconds)
+    why = "lost a race with a concurrent commit"
+    return retry(action, what, is_write_conflict, attempts, backoff_seconds, why=why)
 
 
 def retry(
@@ -53,10 +54,12 @@ def retry(
     max_backoff_seconds: float = MAX_BACKOFF_SECONDS,
     deadline: float | None = None,
     level: int = logging.WARNING,
+    why: str = "failed",
 ) -> T:
     """Run ``action``; when it raises an error ``retry_if`` accepts, run it again, ``attempts``
     times in all and, with a ``deadline`` (``time.monotonic()``), not after it: medallion's one
-    retry loop (write conflicts, a lock held by another run, tables created by a racing task).
+    retry loop (write conflicts, a lock held by another run, tables created by a racing task);
+    each retry is logged at ``level`` as ``<what> <why>``.
 
     The wait doubles after each failure (capped at ``max_backoff_seconds``) and is jittered, so
     two parties that keep colliding drift apart instead of colliding again.
@@ -72,8 +75,9 @@ def retry(
             delay *= 0.5 + random.random()
             log.log(
                 level,
-                "%s failed (attempt %d of %d); retrying in %.1fs",
+                "%s %s (attempt %d of %d); retrying in %.1fs",
                 what,
+                why,
                 attempt,
                 attempts,
                 delay,
